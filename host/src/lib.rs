@@ -1,0 +1,12 @@
+//! Windlass: a Kubernetes operator host whose reconcile logic runs as sandboxed WebAssembly
+//! components ("plugins").
+//!
+//! - [`runtime`]: wasmtime only; loads, sandboxes and calls plugins.
+//! - [`policy`]: what a plugin may return; checked before anything it returns is used.
+//! - [`pipeline`]: runs a kind's plugins in order, each output checked by the policy.
+//! - [`render`]: the offline `windlass render` tool, the pipeline exactly as the host runs it.
+
+pub mod pipeline;
+pub mod policy;
+pub mod render;
+pub mod runtime;

@@ -1,0 +1,241 @@
+//! The `windlass` command line.
+
+use std::{io::Write as _, path::PathBuf, time::Duration};
+
+use anyhow::{Context as _, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use windlass::{
+    render,
+    runtime::{InstanceMode, Limits, LoadOptions, Phase, Runtime, RuntimeConfig},
+};
+
+/// A Kubernetes operator host whose reconcile logic runs as sandboxed WebAssembly plugins.
+#[derive(Debug, Parser)]
+#[command(name = "windlass", version, about)]
+struct Cli {
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "WINDLASS_LOG_FORMAT", global = true)]
+    log_format: LogFormat,
+
+    /// Where precompiled plugins are kept across runs. Default: $XDG_CACHE_HOME/windlass or
+    /// ~/.cache/windlass.
+    #[arg(long, env = "WINDLASS_CACHE_DIR", global = true)]
+    cache_dir: Option<PathBuf>,
+
+    /// Do not use the precompiled cache.
+    #[arg(long, global = true)]
+    no_cache: bool,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a pipeline of plugins on a parent from a file and print what the host would apply.
+    Render(RenderArgs),
+    /// Work with plugin components.
+    #[command(subcommand)]
+    Plugin(PluginCommand),
+}
+
+#[derive(Debug, clap::Args)]
+struct RenderArgs {
+    /// The parent object (YAML or JSON).
+    #[arg(short = 'f', long = "filename")]
+    parent: PathBuf,
+    /// A plugin component; repeat in pipeline order.
+    #[arg(long = "plugin", required = true)]
+    plugins: Vec<PathBuf>,
+    /// Observed objects: a file or a directory of YAML/JSON files.
+    #[arg(long)]
+    observed: Option<PathBuf>,
+    /// Config as [PLUGIN:]KEY=VALUE (KEY may be dotted; VALUE is JSON or a string). Without
+    /// PLUGIN: it applies to every plugin.
+    #[arg(long = "config")]
+    config: Vec<String>,
+    /// A YAML mapping of plugin name (or `*`) to config.
+    #[arg(long)]
+    config_file: Option<PathBuf>,
+    /// Grant a kind by name (group/version/Kind) on top of what each plugin declared; needed for
+    /// cluster-scoped and privileged kinds.
+    #[arg(long = "grant")]
+    grants: Vec<String>,
+    /// Which phase to run.
+    #[arg(long, value_enum, default_value_t = PhaseArg::Reconcile)]
+    phase: PhaseArg,
+    /// The time given to plugins (RFC 3339). Default: now.
+    #[arg(long)]
+    now: Option<String>,
+    /// Time limit per plugin call, in milliseconds.
+    #[arg(long, default_value_t = 2_000)]
+    timeout_ms: u64,
+    /// Memory limit per plugin instance, in MiB.
+    #[arg(long, default_value_t = 128)]
+    memory_mib: usize,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Output::Yaml)]
+    output: Output,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum PhaseArg {
+    Reconcile,
+    Finalize,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Output {
+    Yaml,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+enum PluginCommand {
+    /// Print a component's info, digest, size and the imports it needs.
+    Inspect {
+        /// The component file.
+        path: PathBuf,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Output::Yaml)]
+        output: Output,
+    },
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    match run(cli) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn runtime(cli: &Cli) -> Result<Runtime> {
+    let cache_dir = if cli.no_cache {
+        None
+    } else {
+        cli.cache_dir.clone().or_else(default_cache_dir)
+    };
+    Ok(Runtime::new(RuntimeConfig {
+        cache_dir,
+        ..RuntimeConfig::default()
+    })?)
+}
+
+fn default_cache_dir() -> Option<PathBuf> {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .map(|d| d.join("windlass"))
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let runtime = runtime(&cli)?;
+    match cli.command {
+        Command::Render(args) => render_cmd(&runtime, args),
+        Command::Plugin(PluginCommand::Inspect { path, output }) => {
+            inspect(&runtime, &path, output)
+        }
+    }
+}
+
+fn render_cmd(runtime: &Runtime, args: RenderArgs) -> Result<()> {
+    let mut config = match &args.config_file {
+        Some(path) => render::read_config_file(path)?,
+        None => Default::default(),
+    };
+    for assignment in &args.config {
+        render::set_config(&mut config, assignment)?;
+    }
+    let input = render::Input {
+        parent: render::read_parent(&args.parent)?,
+        plugins: args.plugins,
+        observed: match &args.observed {
+            Some(path) => render::read_observed(path)?,
+            None => Vec::new(),
+        },
+        config,
+        grants: args.grants,
+        phase: match args.phase {
+            PhaseArg::Reconcile => Phase::Reconcile,
+            PhaseArg::Finalize => Phase::Finalize,
+        },
+        now: args.now.unwrap_or_else(now_rfc3339),
+        options: LoadOptions {
+            limits: Limits {
+                timeout: Duration::from_millis(args.timeout_ms),
+                memory_bytes: args.memory_mib << 20,
+                fuel: None,
+            },
+            mode: InstanceMode::Fresh,
+        },
+    };
+    let outcome = render::render(runtime, &input)?;
+    let text = match args.output {
+        Output::Yaml => render::to_yaml(&outcome)?,
+        Output::Json => serde_json::to_string_pretty(&render::to_json(&outcome))? + "\n",
+    };
+    std::io::stdout()
+        .write_all(text.as_bytes())
+        .context("writing to stdout")?;
+    Ok(())
+}
+
+fn inspect(runtime: &Runtime, path: &PathBuf, output: Output) -> Result<()> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let label = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("plugin");
+    let plugin = runtime.load(label, &bytes, LoadOptions::default())?;
+    let info = plugin.info();
+    let doc = serde_json::json!({
+        "name": info.name,
+        "version": info.version,
+        "digest": plugin.digest(),
+        "size": plugin.size(),
+        "parentKinds": info.parent_kinds,
+        "childKinds": info.child_kinds,
+        "readsKinds": info.reads_kinds,
+        "finalizes": info.finalizes,
+        "imports": plugin.imports(),
+    });
+    let text = match output {
+        Output::Yaml => serde_yaml::to_string(&doc)?,
+        Output::Json => serde_json::to_string_pretty(&doc)? + "\n",
+    };
+    std::io::stdout()
+        .write_all(text.as_bytes())
+        .context("writing to stdout")?;
+    Ok(())
+}
+
+/// The current UTC time as RFC 3339, seconds precision.
+fn now_rfc3339() -> String {
+    jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}

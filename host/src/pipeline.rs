@@ -1,0 +1,377 @@
+//! A parent kind's plugins run in order, each one's output checked by the [`Policy`] before the
+//! next one sees it. This is the one implementation of DESIGN.md's reconcile steps 2–3 that both
+//! the controller and `windlass render` use.
+//!
+//! # Guarantees
+//! - A plugin error (trap, timeout, memory, plugin-error) or a policy violation stops the run
+//!   with an [`Error`] naming the plugin: the caller applies nothing and prunes nothing.
+//! - A plugin whose failure policy is [`FailurePolicy::Ignore`] is skipped on failure, and the
+//!   outcome is marked [`Outcome::incomplete`]: the caller must then not prune, since the
+//!   skipped plugin's children are missing from the desired set, not unwanted.
+//! - Each plugin sees only the observed objects of the kinds it declared.
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use serde_json::{Map, Value};
+
+use crate::{
+    policy::{Checked, Grants, Policy, Subject, Violation},
+    runtime::{self, Condition, Event, Phase, Plugin, Request},
+};
+
+/// What to do when a plugin fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FailurePolicy {
+    /// Stop the run: apply nothing, prune nothing (the default).
+    #[default]
+    Fail,
+    /// Skip the plugin and go on; the run is then marked incomplete and nothing is pruned.
+    Ignore,
+}
+
+/// One plugin in a pipeline, with what its WasmPlugin gave it.
+#[derive(Debug, Clone)]
+pub struct Stage {
+    /// The loaded plugin.
+    pub plugin: Arc<Plugin>,
+    /// Its config as a JSON object.
+    pub config: Value,
+    /// The kinds the operator granted it.
+    pub grants: Grants,
+    /// What a failure of this plugin does to the run.
+    pub failure_policy: FailurePolicy,
+}
+
+impl Stage {
+    /// A stage with an empty config, the declared kinds granted, and failure stopping the run.
+    pub fn new(plugin: Arc<Plugin>) -> Self {
+        Stage {
+            plugin,
+            config: Value::Object(Map::new()),
+            grants: Grants::Declared,
+            failure_policy: FailurePolicy::Fail,
+        }
+    }
+
+    /// The kinds this stage observes: what it produces and what it reads.
+    pub fn observed_kinds(&self) -> impl Iterator<Item = &str> {
+        let info = self.plugin.info();
+        info.child_kinds
+            .iter()
+            .chain(&info.reads_kinds)
+            .map(String::as_str)
+    }
+}
+
+/// The plugins of one parent kind, in order. Held as an immutable snapshot: swapping a plugin
+/// builds a new pipeline, so a run never sees a half-swapped one.
+#[derive(Debug, Clone, Default)]
+pub struct Pipeline {
+    /// The stages in the order they run.
+    pub stages: Vec<Stage>,
+    /// The output policy.
+    pub policy: Arc<Policy>,
+}
+
+/// A desired object and the plugin that last produced or changed it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Desired {
+    /// The checked object.
+    pub object: Checked,
+    /// The producing plugin's name.
+    pub plugin: String,
+    /// The producing plugin's digest.
+    pub digest: String,
+}
+
+/// A condition and the plugin that reported it.
+#[derive(Debug, Clone)]
+pub struct Reported<T> {
+    /// The plugin's name.
+    pub plugin: String,
+    /// What it reported.
+    pub item: T,
+}
+
+/// The result of a successful run.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// The desired set after the last plugin.
+    pub desired: Vec<Desired>,
+    /// The status fragments, merged in order (JSON merge patch).
+    pub status: Map<String, Value>,
+    /// Conditions, with the plugin that reported each.
+    pub conditions: Vec<Reported<Condition>>,
+    /// Events, with the plugin that reported each.
+    pub events: Vec<Reported<Event>>,
+    /// The earliest requeue any plugin asked for.
+    pub requeue_after: Option<Duration>,
+    /// Finalize phase: true when every plugin that finalizes reported true.
+    pub finalized: bool,
+    /// Plugins skipped under [`FailurePolicy::Ignore`], with why.
+    pub skipped: Vec<Error>,
+}
+
+impl Outcome {
+    /// True when a plugin was skipped: the desired set may lack objects that are still wanted,
+    /// so nothing may be pruned on the strength of it.
+    pub fn incomplete(&self) -> bool {
+        !self.skipped.is_empty()
+    }
+}
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A plugin failed (trap, timeout, memory limit, or an error it reported).
+    #[error(transparent)]
+    Plugin(#[from] runtime::Error),
+    /// A plugin's output broke the policy.
+    #[error(transparent)]
+    Output(#[from] Violation),
+    /// The parent is not an object the pipeline can run on.
+    #[error("invalid parent: {0}")]
+    Parent(String),
+}
+
+impl Error {
+    /// A stable, one-word reason for metrics labels and condition reasons.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::Plugin(e) => e.reason(),
+            Error::Output(_) => "InvalidOutput",
+            Error::Parent(_) => "InvalidParent",
+        }
+    }
+
+    /// The plugin at fault, when one is.
+    pub fn plugin(&self) -> Option<&str> {
+        match self {
+            Error::Plugin(e) => e.plugin(),
+            Error::Output(v) => Some(&v.plugin),
+            Error::Parent(_) => None,
+        }
+    }
+}
+
+impl Pipeline {
+    /// Runs every stage for `parent` given what was observed.
+    ///
+    /// # Errors
+    /// The first failing plugin's [`Error`], unless its failure policy is `Ignore`.
+    pub fn run(
+        &self,
+        phase: Phase,
+        parent: &Value,
+        observed: &[Value],
+        now: &str,
+    ) -> Result<Outcome, Error> {
+        let namespace = parent
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        if parent
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .is_none()
+        {
+            return Err(Error::Parent("metadata.name is missing".into()));
+        }
+        let parent_text = parent.to_string();
+        let observed: Vec<(String, String)> = observed
+            .iter()
+            .map(|o| (kind_of(o), o.to_string()))
+            .collect();
+
+        let mut out = Outcome {
+            finalized: true,
+            ..Outcome::default()
+        };
+        let mut desired_text: Vec<String> = Vec::new();
+        // identity -> (plugin, digest) of whoever last produced or changed the object.
+        let mut producers: HashMap<(String, Option<String>, String), (String, String)> =
+            HashMap::new();
+
+        for stage in &self.stages {
+            let plugin = &stage.plugin;
+            let info = plugin.info();
+            if phase == Phase::Finalize && !info.finalizes {
+                continue;
+            }
+            let wanted: Vec<&str> = stage.observed_kinds().collect();
+            let req = Request {
+                phase,
+                parent: parent_text.clone(),
+                observed: observed
+                    .iter()
+                    .filter(|(kind, _)| wanted.contains(&kind.as_str()))
+                    .map(|(_, text)| text.clone())
+                    .collect(),
+                desired: desired_text.clone(),
+                config: stage.config.to_string(),
+                now: now.to_string(),
+            };
+            let step = plugin
+                .call(&req)
+                .map_err(Error::from)
+                .and_then(|resp| self.check(stage, namespace.as_deref(), resp));
+            let (checked, resp, status) = match step {
+                Ok(step) => step,
+                Err(e) if stage.failure_policy == FailurePolicy::Ignore => {
+                    tracing::warn!(plugin = plugin.name(), error = %e, "plugin failed; skipped under failurePolicy Ignore");
+                    out.skipped.push(e);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            for (object, text) in checked.iter().zip(&resp.desired) {
+                let id = (
+                    object.kind.clone(),
+                    object.namespace.clone(),
+                    object.name.clone(),
+                );
+                if !req.desired.contains(text) || !producers.contains_key(&id) {
+                    producers.insert(id, (plugin.name().to_string(), plugin.digest().to_string()));
+                }
+            }
+            out.desired = checked
+                .into_iter()
+                .map(|object| {
+                    let id = (
+                        object.kind.clone(),
+                        object.namespace.clone(),
+                        object.name.clone(),
+                    );
+                    let (plugin, digest) = producers.get(&id).cloned().unwrap_or_default();
+                    Desired {
+                        object,
+                        plugin,
+                        digest,
+                    }
+                })
+                .collect();
+            desired_text = resp.desired;
+            if let Some(status) = status {
+                merge(&mut out.status, status);
+            }
+            let name = plugin.name().to_string();
+            out.conditions
+                .extend(resp.conditions.into_iter().map(|item| Reported {
+                    plugin: name.clone(),
+                    item,
+                }));
+            out.events
+                .extend(resp.events.into_iter().map(|item| Reported {
+                    plugin: name.clone(),
+                    item,
+                }));
+            if let Some(secs) = resp.requeue_after_secs {
+                let after = Duration::from_secs(secs.into());
+                out.requeue_after = Some(out.requeue_after.map_or(after, |r| r.min(after)));
+            }
+            if phase == Phase::Finalize {
+                out.finalized &= resp.finalized;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Applies the policy to one plugin's response.
+    #[allow(clippy::type_complexity)]
+    fn check(
+        &self,
+        stage: &Stage,
+        namespace: Option<&str>,
+        resp: runtime::Response,
+    ) -> Result<(Vec<Checked>, runtime::Response, Option<Map<String, Value>>), Error> {
+        let plugin = stage.plugin.name();
+        let who = Subject {
+            plugin,
+            declared: &stage.plugin.info().child_kinds,
+            grants: &stage.grants,
+            namespace,
+        };
+        let checked = self.policy.check_desired(who, &resp.desired)?;
+        let status = resp
+            .status
+            .as_deref()
+            .map(|s| self.policy.check_status(plugin, s))
+            .transpose()?;
+        for c in &resp.conditions {
+            self.policy.check_reason(
+                plugin,
+                &format!("condition {}", c.kind),
+                Some(&c.kind),
+                &c.reason,
+            )?;
+        }
+        for e in &resp.events {
+            self.policy.check_reason(plugin, "event", None, &e.reason)?;
+        }
+        Ok((checked, resp, status))
+    }
+}
+
+/// `group/version/Kind` of an object (`v1/Kind` for the core group).
+pub fn kind_of(object: &Value) -> String {
+    let field = |f: &str| object.get(f).and_then(Value::as_str).unwrap_or_default();
+    format!("{}/{}", field("apiVersion"), field("kind"))
+}
+
+/// JSON merge patch (RFC 7386) of `patch` into `target`.
+pub fn merge(target: &mut Map<String, Value>, patch: Map<String, Value>) {
+    for (key, value) in patch {
+        match value {
+            Value::Null => {
+                target.remove(&key);
+            }
+            Value::Object(patch) => match target.get_mut(&key) {
+                Some(Value::Object(existing)) => merge(existing, patch),
+                _ => {
+                    let mut fresh = Map::new();
+                    merge(&mut fresh, patch);
+                    target.insert(key, Value::Object(fresh));
+                }
+            },
+            other => {
+                target.insert(key, other);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn status_fragments_merge_as_json_merge_patch() {
+        let mut status = Map::new();
+        let obj = |v: Value| v.as_object().cloned().unwrap();
+        merge(
+            &mut status,
+            obj(json!({"phase": "Provisioning", "storage": {"ready": 0, "size": "1Gi"}})),
+        );
+        merge(
+            &mut status,
+            obj(json!({"phase": "Ready", "storage": {"ready": 3, "size": null}})),
+        );
+        assert_eq!(
+            Value::Object(status),
+            json!({"phase": "Ready", "storage": {"ready": 3}})
+        );
+    }
+
+    #[test]
+    fn kind_of_joins_api_version_and_kind() {
+        assert_eq!(
+            kind_of(&json!({"apiVersion": "apps/v1", "kind": "StatefulSet"})),
+            "apps/v1/StatefulSet"
+        );
+        assert_eq!(
+            kind_of(&json!({"apiVersion": "v1", "kind": "Pod"})),
+            "v1/Pod"
+        );
+    }
+}

@@ -1,0 +1,498 @@
+//! Every misbehaving guest is contained with a precise error, and the runtime keeps serving
+//! other plugins afterwards.
+
+use std::{
+    sync::{Arc, OnceLock},
+    time::{Duration, Instant},
+};
+
+use serde_json::{Value, json};
+use windlass::{
+    pipeline::{self, Pipeline, Stage},
+    runtime::{
+        Error, InstanceMode, Limits, LoadOptions, Phase, Plugin, PluginErrorKind, Request, Runtime,
+        RuntimeConfig,
+    },
+};
+use windlass_test_guests as guests;
+
+fn runtime() -> &'static Runtime {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| Runtime::new(RuntimeConfig::default()).expect("runtime"))
+}
+
+fn load_with(path: &str, options: LoadOptions) -> Plugin {
+    let label = std::path::Path::new(path)
+        .file_stem()
+        .unwrap()
+        .to_str()
+        .unwrap();
+    runtime()
+        .load(label, &guests::bytes(path), options)
+        .expect("guest loads")
+}
+
+fn load(path: &str) -> Plugin {
+    load_with(path, LoadOptions::default())
+}
+
+fn thing() -> Value {
+    json!({"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "t1", "namespace": "demo", "uid": "u1"}})
+}
+
+fn request(config: Value) -> Request {
+    Request {
+        phase: Phase::Reconcile,
+        parent: thing().to_string(),
+        observed: vec![],
+        desired: vec![],
+        config: config.to_string(),
+        now: "2026-01-01T00:00:00Z".into(),
+    }
+}
+
+fn sampledb() -> Value {
+    json!({
+        "apiVersion": "samples.windlass.dev/v1alpha1", "kind": "SampleDB",
+        "metadata": {"name": "orders", "namespace": "shop", "uid": "u2"},
+        "spec": {"version": "16.4", "replicas": 2, "storage": {"size": "1Gi"}},
+    })
+}
+
+/// The storage plugin still produces its three children on the same runtime.
+fn assert_still_serving() {
+    let storage = load(guests::STORAGE);
+    let req = Request {
+        parent: sampledb().to_string(),
+        ..request(json!({}))
+    };
+    let resp = storage
+        .call(&req)
+        .expect("storage still works after a misbehaving guest");
+    assert_eq!(resp.desired.len(), 3);
+}
+
+/// Runs one plugin through the pipeline (policy included).
+fn run_pipeline(plugin: Plugin) -> Result<pipeline::Outcome, pipeline::Error> {
+    let pipeline = Pipeline {
+        stages: vec![Stage::new(Arc::new(plugin))],
+        policy: Default::default(),
+    };
+    pipeline.run(Phase::Reconcile, &thing(), &[], "2026-01-01T00:00:00Z")
+}
+
+#[test]
+fn an_infinite_loop_is_interrupted_at_the_time_limit() {
+    let limits = Limits {
+        timeout: Duration::from_millis(100),
+        ..Limits::default()
+    };
+    let plugin = load_with(
+        guests::LOOP,
+        LoadOptions {
+            limits,
+            ..Default::default()
+        },
+    );
+    let started = Instant::now();
+    let err = plugin.call(&request(json!({}))).unwrap_err();
+    assert!(
+        matches!(&err, Error::Timeout { plugin, limit } if plugin == "guest-loop" && *limit == Duration::from_millis(100)),
+        "{err}"
+    );
+    assert_eq!(err.to_string(), "plugin guest-loop: timed out after 100ms");
+    assert_eq!(err.reason(), "Timeout");
+    // A safety bound only: the interrupt comes within a few epoch ticks of the limit.
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_still_serving();
+}
+
+#[test]
+fn an_allocation_bomb_hits_the_memory_limit() {
+    let limits = Limits {
+        memory_bytes: 32 << 20,
+        ..Limits::default()
+    };
+    let plugin = load_with(
+        guests::ALLOC_BOMB,
+        LoadOptions {
+            limits,
+            ..Default::default()
+        },
+    );
+    let err = plugin.call(&request(json!({}))).unwrap_err();
+    assert!(
+        matches!(&err, Error::MemoryLimit { limit, .. } if *limit == 32 << 20),
+        "{err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "plugin guest-alloc-bomb: memory limit of 33554432 bytes exceeded"
+    );
+    assert_still_serving();
+}
+
+#[test]
+fn a_panic_is_a_trap_carrying_the_panic_message() {
+    let err = load(guests::PANIC).call(&request(json!({}))).unwrap_err();
+    let Error::Trap { plugin, message } = &err else {
+        panic!("expected a trap, got {err}")
+    };
+    assert_eq!(plugin, "guest-panic");
+    assert!(
+        message.contains("cannot reconcile t1: the spec is on fire"),
+        "{message}"
+    );
+    assert!(message.contains("unreachable"), "{message}");
+    assert!(!message.contains("RUST_BACKTRACE"), "{message}");
+    assert_still_serving();
+}
+
+#[test]
+fn a_guest_finds_no_files() {
+    let err = load(guests::READ_FILE)
+        .call(&request(json!({"path": "/etc/passwd"})))
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Plugin { kind: PluginErrorKind::Failed, message, .. } if message == "reading /etc/passwd: NotFound"),
+        "{err}"
+    );
+    let err = load(guests::READ_FILE)
+        .call(&request(json!({"path": "Cargo.toml"})))
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Plugin { message, .. } if message == "reading Cargo.toml: NotFound"),
+        "{err}"
+    );
+    assert_still_serving();
+}
+
+#[test]
+fn a_guest_sees_no_environment_arguments_or_working_directory() {
+    let err = load(guests::READ_ENV)
+        .call(&request(json!({})))
+        .unwrap_err();
+    let Error::Plugin { kind, message, .. } = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(*kind, PluginErrorKind::Failed);
+    // "/" is the guest's idea of a working directory with no preopens; nothing is behind it.
+    assert_eq!(message, "environment: []; arguments: 0; cwd: /");
+    assert_still_serving();
+}
+
+#[test]
+fn a_guest_cannot_open_a_socket() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let err = load(guests::SOCKET)
+        .call(&request(json!({"address": address})))
+        .unwrap_err();
+    let Error::Plugin { kind, message, .. } = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(*kind, PluginErrorKind::Failed);
+    assert_eq!(
+        message,
+        &format!("connecting to {address}: PermissionDenied")
+    );
+    // Nothing reached the listener.
+    assert_eq!(
+        listener.accept().unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock
+    );
+    assert_still_serving();
+}
+
+#[test]
+fn a_hundred_thousand_objects_are_refused_by_the_object_cap() {
+    let err = run_pipeline(load(guests::MANY_OBJECTS)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "plugin guest-many-objects: invalid output: desired: 100000 objects is more than the limit of 1000"
+    );
+    assert_eq!(err.reason(), "InvalidOutput");
+    assert_still_serving();
+}
+
+#[test]
+fn a_cluster_role_binding_is_refused_unless_granted() {
+    let err = run_pipeline(load(guests::CLUSTER_ROLE_BINDING)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "plugin guest-cluster-role-binding: invalid output: desired[0] rbac.authorization.k8s.io/v1/ClusterRoleBinding i-am-admin: \
+         kind rbac.authorization.k8s.io/v1/ClusterRoleBinding confers privileges and is not granted by name"
+    );
+    assert_eq!(err.plugin(), Some("guest-cluster-role-binding"));
+    assert_still_serving();
+}
+
+#[test]
+fn an_object_in_another_namespace_is_refused() {
+    let err = run_pipeline(load(guests::OTHER_NAMESPACE)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "plugin guest-other-namespace: invalid output: desired[0] v1/ConfigMap coredns: namespace kube-system is not the parent's namespace demo"
+    );
+    assert_still_serving();
+}
+
+#[test]
+fn invalid_json_output_is_refused() {
+    let err = run_pipeline(load(guests::INVALID_JSON)).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with("plugin guest-invalid-json: invalid output: desired[0]: not valid JSON: "),
+        "{msg}"
+    );
+    assert_still_serving();
+}
+
+#[test]
+fn a_future_contract_version_is_refused_at_load() {
+    let err = runtime()
+        .load(
+            "future",
+            &guests::bytes(guests::FUTURE_CONTRACT),
+            LoadOptions::default(),
+        )
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "plugin future: incompatible contract: it exports windlass:plugin/reconciler@9.0.0; this host supports windlass:plugin/reconciler@0.1.0"
+    );
+    assert_eq!(err.reason(), "IncompatibleContract");
+}
+
+#[test]
+fn bytes_that_are_not_a_component_are_refused_at_load() {
+    let err = runtime()
+        .load("junk", b"\0asm\x01\0\0\0", LoadOptions::default())
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Compile { plugin, .. } if plugin == "junk"),
+        "{err}"
+    );
+    let err = runtime()
+        .load("text", b"hello", LoadOptions::default())
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("plugin text: not a loadable WebAssembly component"),
+        "{err}"
+    );
+}
+
+#[test]
+fn fresh_instances_share_no_state_and_reused_ones_do_until_a_trap() {
+    let fresh = load(guests::STATEFUL);
+    for _ in 0..3 {
+        let resp = fresh.call(&request(json!({}))).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(&resp.status.unwrap()).unwrap()["calls"],
+            1
+        );
+    }
+    let reused = load_with(
+        guests::STATEFUL,
+        LoadOptions {
+            mode: InstanceMode::Reuse,
+            ..Default::default()
+        },
+    );
+    let calls = |p: &Plugin| {
+        let (resp, stats) = p.call_measured(&request(json!({})));
+        (
+            serde_json::from_str::<Value>(&resp.unwrap().status.unwrap()).unwrap()["calls"]
+                .as_u64()
+                .unwrap(),
+            stats.reused,
+        )
+    };
+    assert_eq!(calls(&reused), (1, false));
+    assert_eq!(calls(&reused), (2, true));
+    let err = reused.call(&request(json!({"panic": true}))).unwrap_err();
+    assert!(
+        err.to_string().contains("asked to panic on call 3"),
+        "{err}"
+    );
+    // The trapped instance was dropped: the next call starts from a fresh one.
+    assert_eq!(calls(&reused), (1, false));
+}
+
+#[test]
+fn fuel_bounds_instructions_when_enabled() {
+    let rt = Runtime::new(RuntimeConfig {
+        fuel: true,
+        max_instances: 8,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let limits = Limits {
+        fuel: Some(5_000_000),
+        timeout: Duration::from_secs(30),
+        ..Limits::default()
+    };
+    let plugin = rt
+        .load(
+            "loop",
+            &guests::bytes(guests::LOOP),
+            LoadOptions {
+                limits,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let err = plugin.call(&request(json!({}))).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "plugin guest-loop: fuel limit of 5000000 exhausted"
+    );
+    let storage = rt
+        .load(
+            "storage",
+            &guests::bytes(guests::STORAGE),
+            LoadOptions {
+                limits,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let req = Request {
+        parent: sampledb().to_string(),
+        ..request(json!({}))
+    };
+    let (resp, stats) = storage.call_measured(&req);
+    resp.unwrap();
+    assert!(stats.fuel_consumed.unwrap() > 0);
+    // Without fuel counting in the engine, a fuel limit is refused rather than ignored.
+    let err = runtime()
+        .load(
+            "loop",
+            &guests::bytes(guests::LOOP),
+            LoadOptions {
+                limits,
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("a fuel limit needs a runtime with fuel enabled"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_precompiled_cache_survives_a_restart_and_heals_a_corrupt_artifact() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = RuntimeConfig {
+        cache_dir: Some(dir.path().into()),
+        max_instances: 8,
+        ..RuntimeConfig::default()
+    };
+    let bytes = guests::bytes(guests::STORAGE);
+    let first = Runtime::new(config.clone()).unwrap();
+    let plugin = first
+        .load("storage", &bytes, LoadOptions::default())
+        .unwrap();
+    assert_eq!(first.stats().compiled, 1);
+    let files: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1);
+    let name = files[0].file_name().unwrap().to_str().unwrap().to_string();
+    assert!(
+        name.starts_with(plugin.digest().trim_start_matches("sha256:")),
+        "{name}"
+    );
+    drop(first);
+
+    let second = Runtime::new(config.clone()).unwrap();
+    second
+        .load("storage", &bytes, LoadOptions::default())
+        .unwrap();
+    assert_eq!((second.stats().compiled, second.stats().cache_hits), (0, 1));
+    drop(second);
+
+    std::fs::write(&files[0], b"not native code").unwrap();
+    let third = Runtime::new(config).unwrap();
+    let plugin = third
+        .load("storage", &bytes, LoadOptions::default())
+        .unwrap();
+    assert_eq!((third.stats().compiled, third.stats().cache_hits), (1, 0));
+    assert!(std::fs::metadata(&files[0]).unwrap().len() > 1_000);
+    let req = Request {
+        parent: sampledb().to_string(),
+        ..request(json!({}))
+    };
+    assert_eq!(plugin.call(&req).unwrap().desired.len(), 3);
+}
+
+#[test]
+fn plugin_output_is_captured_into_the_log_with_the_plugins_name() {
+    use std::sync::Mutex;
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let sink = Sink::default();
+    let writer = sink.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    tracing::subscriber::with_default(subscriber, || {
+        load(guests::STATEFUL).call(&request(json!({}))).unwrap();
+    });
+    let log = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+    assert!(
+        log.contains("plugin=\"guest-stateful\"") || log.contains("plugin=guest-stateful"),
+        "{log}"
+    );
+    assert!(log.contains("stdout line from call 1"), "{log}");
+    assert!(log.contains("log line from call 1"), "{log}");
+}
+
+#[test]
+fn the_storage_plugin_declares_what_it_produces() {
+    let storage = load(guests::STORAGE);
+    let info = storage.info();
+    assert_eq!(info.name, "sampledb-storage");
+    assert_eq!(
+        info.parent_kinds,
+        vec!["samples.windlass.dev/v1alpha1/SampleDB"]
+    );
+    assert_eq!(info.child_kinds, vec!["v1/Service", "apps/v1/StatefulSet"]);
+    assert!(!info.finalizes);
+    assert!(storage.digest().starts_with("sha256:") && storage.digest().len() == 71);
+    let imports = storage.imports();
+    assert!(
+        imports.iter().any(|i| i == "windlass:plugin/types@0.1.0"),
+        "{imports:?}"
+    );
+    assert!(
+        !imports
+            .iter()
+            .any(|i| i.starts_with("wasi:sockets") || i.starts_with("wasi:http")),
+        "{imports:?}"
+    );
+    let stateful = load(guests::STATEFUL);
+    assert!(
+        stateful
+            .imports()
+            .iter()
+            .any(|i| i == "windlass:plugin/log@0.1.0"),
+        "{:?}",
+        stateful.imports()
+    );
+}

@@ -1,0 +1,133 @@
+//! Builds every plugin and test guest for wasm32-wasip2 with one nested cargo invocation (its
+//! own target directory, so it never waits on the outer build's lock) and writes their paths as
+//! constants for the tests. Nothing compiled is committed.
+
+use std::{
+    env,
+    fmt::Write as _,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+/// (constant name, package, artifact stem)
+const COMPONENTS: &[(&str, &str, &str)] = &[
+    (
+        "STORAGE",
+        "windlass-plugin-storage",
+        "windlass_plugin_storage",
+    ),
+    ("LOOP", "guest-loop", "guest_loop"),
+    ("ALLOC_BOMB", "guest-alloc-bomb", "guest_alloc_bomb"),
+    ("PANIC", "guest-panic", "guest_panic"),
+    ("READ_FILE", "guest-read-file", "guest_read_file"),
+    ("READ_ENV", "guest-read-env", "guest_read_env"),
+    ("SOCKET", "guest-socket", "guest_socket"),
+    ("MANY_OBJECTS", "guest-many-objects", "guest_many_objects"),
+    (
+        "CLUSTER_ROLE_BINDING",
+        "guest-cluster-role-binding",
+        "guest_cluster_role_binding",
+    ),
+    (
+        "OTHER_NAMESPACE",
+        "guest-other-namespace",
+        "guest_other_namespace",
+    ),
+    ("INVALID_JSON", "guest-invalid-json", "guest_invalid_json"),
+    ("STATEFUL", "guest-stateful", "guest_stateful"),
+    (
+        "FUTURE_CONTRACT",
+        "guest-future-contract",
+        "guest_future_contract",
+    ),
+];
+
+fn main() {
+    let manifest =
+        PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let root = manifest
+        .parent()
+        .expect("test-guests sits in the workspace root")
+        .to_path_buf();
+    for dir in ["wit", "guest-sdk", "plugins", "test-guests/guests"] {
+        println!("cargo::rerun-if-changed={}", root.join(dir).display());
+    }
+    println!(
+        "cargo::rerun-if-changed={}",
+        root.join("Cargo.toml").display()
+    );
+    println!(
+        "cargo::rerun-if-changed={}",
+        root.join("Cargo.lock").display()
+    );
+
+    let target_dir = root.join("target").join("wasm");
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(&root)
+        .args([
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "--config",
+            "profile.release.debug=false",
+            "--config",
+            "profile.release.strip=true",
+            "--target-dir",
+        ])
+        .arg(&target_dir);
+    for (_, package, _) in COMPONENTS {
+        cmd.args(["-p", package]);
+    }
+    // The outer build's settings (its target, flags, jobserver, profile) must not leak into the
+    // nested one.
+    for (key, _) in env::vars() {
+        if (key.starts_with("CARGO_") && key != "CARGO_HOME")
+            || key.starts_with("RUSTC_")
+            || matches!(
+                key.as_str(),
+                "RUSTFLAGS"
+                    | "RUSTDOCFLAGS"
+                    | "MAKEFLAGS"
+                    | "MFLAGS"
+                    | "TARGET"
+                    | "HOST"
+                    | "OUT_DIR"
+                    | "PROFILE"
+                    | "OPT_LEVEL"
+                    | "DEBUG"
+                    | "NUM_JOBS"
+            )
+        {
+            cmd.env_remove(key);
+        }
+    }
+    let status = cmd
+        .status()
+        .expect("running cargo for the wasm32-wasip2 guests");
+    assert!(
+        status.success(),
+        "building the wasm32-wasip2 guests failed (is the target installed? `rustup target add wasm32-wasip2`)"
+    );
+
+    let out_dir = target_dir.join("wasm32-wasip2").join("release");
+    let mut consts = String::new();
+    for (name, package, stem) in COMPONENTS {
+        let path = out_dir.join(format!("{stem}.wasm"));
+        assert!(
+            path.exists(),
+            "{package} did not produce {}",
+            path.display()
+        );
+        writeln!(
+            consts,
+            "/// The `{package}` component.\npub const {name}: &str = {:?};",
+            path.display().to_string()
+        )
+        .expect("writing to a String");
+    }
+    let generated =
+        Path::new(&env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("components.rs");
+    std::fs::write(generated, consts).expect("writing components.rs");
+}

@@ -1,0 +1,20 @@
+//! Never returns: the host must interrupt it at its time limit.
+use windlass_sdk::{Context, Info, Output, Plugin, Result};
+
+struct Loop;
+
+#[cfg(target_arch = "wasm32")]
+windlass_sdk::export!(Loop);
+
+impl Plugin for Loop {
+    fn info() -> Info {
+        Info::new("guest-loop", "0.0.0").parent("example.com/v1/Thing")
+    }
+
+    fn reconcile(_ctx: &Context) -> Result<Output> {
+        let mut n: u64 = 0;
+        loop {
+            n = std::hint::black_box(n.wrapping_add(1));
+        }
+    }
+}

@@ -1,0 +1,21 @@
+//! Returns a ConfigMap in kube-system: children must stay in the parent's namespace.
+use windlass_sdk::{Context, Info, Output, Plugin, Result, json};
+
+struct OtherNamespace;
+
+#[cfg(target_arch = "wasm32")]
+windlass_sdk::export!(OtherNamespace);
+
+impl Plugin for OtherNamespace {
+    fn info() -> Info {
+        Info::new("guest-other-namespace", "0.0.0")
+            .parent("example.com/v1/Thing")
+            .child_kind("v1/ConfigMap")
+    }
+
+    fn reconcile(ctx: &Context) -> Result<Output> {
+        let mut out = ctx.output();
+        out.apply(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "coredns", "namespace": "kube-system"}}))?;
+        Ok(out)
+    }
+}

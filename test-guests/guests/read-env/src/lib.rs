@@ -1,0 +1,24 @@
+//! Looks at its environment and arguments and reports what it found. The sandbox has none.
+use windlass_sdk::{Context, Error, Info, Output, Plugin, Result};
+
+struct ReadEnv;
+
+#[cfg(target_arch = "wasm32")]
+windlass_sdk::export!(ReadEnv);
+
+impl Plugin for ReadEnv {
+    fn info() -> Info {
+        Info::new("guest-read-env", "0.0.0").parent("example.com/v1/Thing")
+    }
+
+    fn reconcile(_ctx: &Context) -> Result<Output> {
+        let vars: Vec<String> = std::env::vars().map(|(k, v)| format!("{k}={v}")).collect();
+        let args = std::env::args().count();
+        let cwd = std::env::current_dir()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|e| format!("{:?}", e.kind()));
+        Err(Error::Failed(format!(
+            "environment: {vars:?}; arguments: {args}; cwd: {cwd}"
+        )))
+    }
+}

@@ -1,0 +1,12 @@
+//! Paths of the plugins and misbehaving test guests, built for wasm32-wasip2 by this crate's
+//! build script. Each misbehaving guest does one thing the sandbox must contain.
+
+include!(concat!(env!("OUT_DIR"), "/components.rs"));
+
+/// Reads a component's bytes.
+///
+/// # Panics
+/// When the file is missing (the build script always writes it).
+pub fn bytes(path: &str) -> Vec<u8> {
+    std::fs::read(path).unwrap_or_else(|e| panic!("reading {path}: {e}"))
+}

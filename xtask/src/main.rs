@@ -1,0 +1,123 @@
+//! `cargo xtask <task>`: the project's build, test and benchmark entry points.
+//!
+//! - `ci`: what CI runs: installs the wasm target, then checks formatting and runs every test
+//!   (which builds the plugins and the misbehaving test guests to wasm32-wasip2).
+//! - `plugins`: builds the plugins to `target/wasm/wasm32-wasip2/release/`.
+//! - `render`: builds the plugins and renders `examples/sampledb.yaml` with the storage plugin.
+//! - `bench runtime`: native vs wasm (fresh, reused) vs HTTP webhook, printing ratios.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{Context, Result, bail};
+
+/// The plugins the project ships, as (package, artifact stem).
+const PLUGINS: &[(&str, &str)] = &[("windlass-plugin-storage", "windlass_plugin_storage")];
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    match args.as_slice() {
+        ["ci"] => ci(),
+        ["plugins"] => plugins().map(|_| ()),
+        ["render", rest @ ..] => render(rest),
+        ["bench", "runtime"] => cargo(&["bench", "-p", "windlass", "--bench", "runtime"]),
+        _ => {
+            eprintln!("usage: cargo xtask <ci | plugins | render [ARGS…] | bench runtime>");
+            bail!("unknown task {args:?}")
+        }
+    }
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace root")
+        .to_path_buf()
+}
+
+fn run(cmd: &mut Command) -> Result<()> {
+    eprintln!("+ {cmd:?}");
+    let status = cmd
+        .current_dir(root())
+        .status()
+        .with_context(|| format!("running {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed: {status}");
+    }
+    Ok(())
+}
+
+fn cargo(args: &[&str]) -> Result<()> {
+    run(Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())).args(args))
+}
+
+fn ensure_wasm_target() -> Result<()> {
+    run(Command::new("rustup").args(["target", "add", "wasm32-wasip2"]))
+}
+
+fn plugins() -> Result<Vec<PathBuf>> {
+    ensure_wasm_target()?;
+    let target_dir = root().join("target").join("wasm");
+    let mut args = vec![
+        "build",
+        "--release",
+        "--target",
+        "wasm32-wasip2",
+        "--config",
+        "profile.release.debug=false",
+        "--config",
+        "profile.release.strip=true",
+        "--target-dir",
+    ];
+    let dir = target_dir.to_str().context("target dir is not UTF-8")?;
+    args.push(dir);
+    for (package, _) in PLUGINS {
+        args.extend(["-p", package]);
+    }
+    cargo(&args)?;
+    Ok(PLUGINS
+        .iter()
+        .map(|(_, stem)| {
+            target_dir
+                .join("wasm32-wasip2")
+                .join("release")
+                .join(format!("{stem}.wasm"))
+        })
+        .collect())
+}
+
+fn render(extra: &[&str]) -> Result<()> {
+    let plugins = plugins()?;
+    let mut args = vec![
+        "run",
+        "--quiet",
+        "-p",
+        "windlass",
+        "--",
+        "render",
+        "-f",
+        "examples/sampledb.yaml",
+    ];
+    let paths: Vec<String> = plugins.iter().map(|p| p.display().to_string()).collect();
+    for p in &paths {
+        args.extend(["--plugin", p]);
+    }
+    args.extend(extra);
+    cargo(&args)
+}
+
+fn ci() -> Result<()> {
+    ensure_wasm_target()?;
+    run(Command::new("rustup").args(["component", "add", "rustfmt"]))?;
+    cargo(&["fmt", "--all", "--check"])?;
+    cargo(&[
+        "test",
+        "--workspace",
+        "--exclude",
+        "guest-*",
+        "--no-fail-fast",
+    ])
+}
