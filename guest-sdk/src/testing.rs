@@ -126,3 +126,26 @@ impl Harness {
         }
     }
 }
+
+/// Runs a plugin natively on the JSON texts the host would send, exactly as the exported
+/// component does (parse, run, serialize), returning the serialized desired set and status.
+/// This is the native baseline the runtime benchmark measures the sandbox against.
+///
+/// # Errors
+/// The plugin's own error, or a parse error of the inputs.
+pub fn run_json<P: Plugin>(
+    phase: Phase,
+    parent: &str,
+    observed: &[String],
+    desired: &[String],
+    config: &str,
+    now: &str,
+) -> Result<(Vec<String>, Option<String>)> {
+    let ctx = Context::from_json(phase, parent, observed, desired, config, now.to_string())?;
+    let out = match phase {
+        Phase::Reconcile => P::reconcile(&ctx)?,
+        Phase::Finalize => P::finalize(&ctx)?,
+    };
+    let parts = out.into_parts()?;
+    Ok((parts.desired, parts.status))
+}

@@ -1,1 +1,232 @@
-fn main() {}
+//! The same reconcile logic (the SampleDB storage decision) measured side by side in one run:
+//! (a) a native Rust function, (b) the wasm plugin with a fresh sandbox per call, (c) the wasm
+//! plugin with a reused instance, (d) the native function behind an HTTP JSON webhook on
+//! loopback (how Metacontroller calls its hooks). Prints medians, p99 and the ratios b/a, c/a
+//! and d/b. Run with `cargo xtask bench runtime`.
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use http_body_util::{BodyExt, Full};
+use hyper_util::{client::legacy::Client, rt::TokioExecutor};
+use serde_json::{Value, json};
+use windlass::runtime::{InstanceMode, LoadOptions, Phase, Request, Runtime, RuntimeConfig};
+use windlass_sdk::testing::run_json;
+
+type Storage = storage_plugin::Storage;
+
+const WARMUP: usize = 300;
+const ROUNDS: usize = 5;
+const PER_ROUND: usize = 600;
+
+fn parent() -> String {
+    json!({
+        "apiVersion": "samples.windlass.dev/v1alpha1", "kind": "SampleDB",
+        "metadata": {"name": "example-database", "namespace": "default", "uid": "0b4f6f7e-1c1e-4c1a-9a57-2a3e5c9d0f11", "generation": 3},
+        "spec": {"version": "16.4", "replicas": 3, "storage": {"size": "10Gi"},
+                 "config": {"max_connections": "100"}, "backup": {"schedule": "0 3 * * *", "retain": 7}},
+        "status": {"phase": "Provisioning", "readyReplicas": 2},
+    })
+    .to_string()
+}
+
+fn observed() -> Vec<String> {
+    vec![
+        json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+               "metadata": {"name": "example-database", "namespace": "default", "resourceVersion": "812"},
+               "spec": {"replicas": 3, "serviceName": "example-database-headless"},
+               "status": {"replicas": 3, "readyReplicas": 3, "currentRevision": "example-database-5d8f"}})
+        .to_string(),
+    ]
+}
+
+fn request() -> Request {
+    Request {
+        phase: Phase::Reconcile,
+        parent: parent(),
+        observed: observed(),
+        desired: vec![],
+        config: "{}".into(),
+        now: "2026-11-30T00:00:00Z".into(),
+    }
+}
+
+fn native(req: &Request) -> (Vec<String>, Option<String>) {
+    run_json::<Storage>(
+        windlass_sdk::Phase::Reconcile,
+        &req.parent,
+        &req.observed,
+        &req.desired,
+        &req.config,
+        &req.now,
+    )
+    .expect("native storage decision")
+}
+
+/// Per-call latencies of `f`, interleaved in rounds with the other variants by the caller.
+fn sample(out: &mut Vec<Duration>, n: usize, mut f: impl FnMut()) {
+    for _ in 0..n {
+        let t = Instant::now();
+        f();
+        out.push(t.elapsed());
+    }
+}
+
+struct Stats {
+    median: Duration,
+    p99: Duration,
+}
+
+fn stats(mut v: Vec<Duration>) -> Stats {
+    v.sort();
+    Stats {
+        median: v[v.len() / 2],
+        p99: v[(v.len() * 99 / 100).min(v.len() - 1)],
+    }
+}
+
+fn main() {
+    let path = windlass_test_guests::STORAGE;
+    let bytes = std::fs::read(path).expect("storage component");
+    let runtime = Runtime::new(RuntimeConfig::default()).expect("runtime");
+    let fresh = runtime
+        .load("storage", &bytes, LoadOptions::default())
+        .expect("load");
+    let reused = runtime
+        .load(
+            "storage",
+            &bytes,
+            LoadOptions {
+                mode: InstanceMode::Reuse,
+                ..LoadOptions::default()
+            },
+        )
+        .expect("load");
+    let req = request();
+
+    // The three must agree before their speed means anything.
+    let expected = native(&req);
+    for plugin in [&fresh, &reused] {
+        let resp = plugin.call(&req).expect("wasm call");
+        assert_eq!(
+            (resp.desired, resp.status),
+            expected,
+            "wasm and native disagree"
+        );
+    }
+
+    // (d) the webhook: an axum server on loopback, a keep-alive hyper client.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("tokio");
+    let addr = rt.block_on(async {
+        let app = axum::Router::new().route(
+            "/reconcile",
+            axum::routing::post(|axum::Json(body): axum::Json<Value>| async move {
+                let s = |k: &str| body[k].as_str().unwrap_or_default().to_string();
+                let list = |k: &str| -> Vec<String> {
+                    body[k]
+                        .as_array()
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|v| v.as_str().map(String::from))
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                };
+                let (desired, status) = run_json::<Storage>(
+                    windlass_sdk::Phase::Reconcile,
+                    &s("parent"),
+                    &list("observed"),
+                    &list("desired"),
+                    &s("config"),
+                    &s("now"),
+                )
+                .expect("webhook decision");
+                axum::Json(json!({"desired": desired, "status": status}))
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move { axum::serve(listener, app).await.expect("serve") });
+        addr
+    });
+    let client: Client<_, Full<bytes::Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let client = Arc::new(client);
+    let uri: hyper::Uri = format!("http://{addr}/reconcile").parse().expect("uri");
+    let webhook = |req: &Request| {
+        let body = json!({"parent": req.parent, "observed": req.observed, "desired": req.desired, "config": req.config, "now": req.now}).to_string();
+        let http = hyper::Request::post(uri.clone())
+            .header("content-type", "application/json")
+            .body(Full::new(bytes::Bytes::from(body)))
+            .expect("request");
+        let client = client.clone();
+        rt.block_on(async move {
+            let resp = client.request(http).await.expect("webhook call");
+            let body = resp.into_body().collect().await.expect("body").to_bytes();
+            let v: Value = serde_json::from_slice(&body).expect("json");
+            let desired: Vec<String> =
+                serde_json::from_value(v["desired"].clone()).expect("desired");
+            (desired, v["status"].as_str().map(String::from))
+        })
+    };
+    assert_eq!(webhook(&req), expected, "webhook and native disagree");
+
+    let (mut a, mut b, mut c, mut d) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..WARMUP {
+        std::hint::black_box(native(&req));
+        std::hint::black_box(fresh.call(&req).expect("fresh"));
+        std::hint::black_box(reused.call(&req).expect("reused"));
+        std::hint::black_box(webhook(&req));
+    }
+    // Rounds interleave the variants so that machine noise falls on all of them alike.
+    for _ in 0..ROUNDS {
+        sample(&mut a, PER_ROUND, || {
+            drop(std::hint::black_box(native(&req)))
+        });
+        sample(&mut b, PER_ROUND, || {
+            drop(std::hint::black_box(fresh.call(&req).expect("fresh")))
+        });
+        sample(&mut c, PER_ROUND, || {
+            drop(std::hint::black_box(reused.call(&req).expect("reused")))
+        });
+        sample(&mut d, PER_ROUND, || {
+            drop(std::hint::black_box(webhook(&req)))
+        });
+    }
+    let (a, b, c, d) = (stats(a), stats(b), stats(c), stats(d));
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    println!(
+        "runtime benchmark: SampleDB storage decision, {} calls each, {} rounds interleaved",
+        ROUNDS * PER_ROUND,
+        ROUNDS
+    );
+    println!("{:<34} {:>12} {:>12}", "variant", "median µs", "p99 µs");
+    for (name, s) in [
+        ("(a) native Rust fn", &a),
+        ("(b) wasm, fresh sandbox per call", &b),
+        ("(c) wasm, reused instance", &c),
+        ("(d) HTTP JSON webhook, loopback", &d),
+    ] {
+        println!("{name:<34} {:>12.1} {:>12.1}", us(s.median), us(s.p99));
+    }
+    let ratio = |x: &Stats, y: &Stats| x.median.as_secs_f64() / y.median.as_secs_f64();
+    println!(
+        "ratio b/a (fresh sandbox / native)  {:>6.2}  (target <= 1.5)",
+        ratio(&b, &a)
+    );
+    println!(
+        "ratio c/a (reused instance / native) {:>6.2}  (target <= 1.2)",
+        ratio(&c, &a)
+    );
+    println!(
+        "ratio d/b (webhook / fresh sandbox) {:>6.2}  (target >= 5)",
+        ratio(&d, &b)
+    );
+}

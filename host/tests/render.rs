@@ -1,0 +1,211 @@
+//! `windlass render` and `windlass plugin inspect`, run as a user would: the binary, files,
+//! stdout and the exit code.
+
+use std::{path::Path, process::Command};
+
+use serde_json::Value;
+use windlass_test_guests as guests;
+
+fn windlass(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_windlass"))
+        .args(["--no-cache"])
+        .args(args)
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap())
+        .output()
+        .expect("windlass runs");
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn render_prints_the_statefulset_its_claim_template_and_the_services_for_the_example() {
+    let (ok, stdout, stderr) = windlass(&[
+        "render",
+        "-f",
+        "examples/sampledb.yaml",
+        "--plugin",
+        guests::STORAGE,
+    ]);
+    assert!(ok, "{stderr}");
+    let docs = windlass::render::parse_docs(&stdout, "stdout").unwrap();
+    let kinds: Vec<String> = docs.iter().map(windlass::pipeline::kind_of).collect();
+    assert_eq!(kinds, ["v1/Service", "v1/Service", "apps/v1/StatefulSet"]);
+    let sts = &docs[2];
+    assert_eq!(sts["metadata"]["name"], "example-database");
+    assert_eq!(sts["metadata"]["namespace"], "default");
+    assert_eq!(sts["spec"]["replicas"], 3);
+    assert_eq!(
+        sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"],
+        "10Gi"
+    );
+    assert!(
+        stdout.contains("# produced by sampledb-storage (sha256:"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("#   phase: Provisioning"), "{stdout}");
+    assert!(
+        stdout.contains("#   reason: WaitingForReplicas"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn render_uses_observed_objects_config_and_json_output() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("sts.yaml"),
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: example-database, namespace: default}\nstatus: {readyReplicas: 3}\n",
+    )
+    .unwrap();
+    let observed = dir.path().to_str().unwrap();
+    let (ok, stdout, stderr) = windlass(&[
+        "render",
+        "-f",
+        "examples/sampledb.yaml",
+        "--plugin",
+        guests::STORAGE,
+        "--observed",
+        observed,
+        "--config",
+        "sampledb-storage:image=mirror/sampledb",
+        "--now",
+        "2026-05-01T00:00:00Z",
+        "-o",
+        "json",
+    ]);
+    assert!(ok, "{stderr}");
+    let out: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(out["status"]["phase"], "Ready");
+    assert_eq!(out["conditions"][0]["type"], "StorageReady");
+    assert_eq!(out["conditions"][0]["status"], "True");
+    assert_eq!(out["conditions"][0]["plugin"], "sampledb-storage");
+    assert_eq!(
+        out["desired"][2]["spec"]["template"]["spec"]["containers"][0]["image"],
+        "mirror/sampledb:16.4"
+    );
+}
+
+#[test]
+fn render_fails_clearly_on_bad_input_and_misbehaving_plugins() {
+    let (ok, _, stderr) = windlass(&[
+        "render",
+        "-f",
+        "examples/missing.yaml",
+        "--plugin",
+        guests::STORAGE,
+    ]);
+    assert!(!ok);
+    assert!(stderr.contains("reading examples/missing.yaml"), "{stderr}");
+
+    let (ok, stdout, stderr) = windlass(&[
+        "render",
+        "-f",
+        "examples/sampledb.yaml",
+        "--plugin",
+        guests::STORAGE,
+        "--plugin",
+        guests::PANIC,
+    ]);
+    assert!(!ok);
+    assert!(
+        stdout.is_empty(),
+        "nothing is printed when the pipeline fails: {stdout}"
+    );
+    assert!(
+        stderr.contains("error: plugin guest-panic: trapped:"),
+        "{stderr}"
+    );
+
+    let (ok, _, stderr) = windlass(&[
+        "render",
+        "-f",
+        "examples/sampledb.yaml",
+        "--plugin",
+        guests::STORAGE,
+        "--config",
+        "nosuch:x=1",
+    ]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("config given for plugins that are not in the pipeline: [\"nosuch\"]"),
+        "{stderr}"
+    );
+
+    let (ok, _, stderr) = windlass(&[
+        "render",
+        "-f",
+        "examples/sampledb.yaml",
+        "--plugin",
+        guests::CLUSTER_ROLE_BINDING,
+    ]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("confers privileges and is not granted by name"),
+        "{stderr}"
+    );
+    let (ok, stdout, stderr) = windlass(&[
+        "render",
+        "-f",
+        "examples/sampledb.yaml",
+        "--plugin",
+        guests::CLUSTER_ROLE_BINDING,
+        "--grant",
+        "rbac.authorization.k8s.io/v1/ClusterRoleBinding",
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("kind: ClusterRoleBinding"), "{stdout}");
+}
+
+#[test]
+fn render_runs_the_finalize_phase() {
+    let (ok, stdout, stderr) = windlass(&[
+        "render",
+        "-f",
+        "examples/sampledb.yaml",
+        "--plugin",
+        guests::STORAGE,
+        "--phase",
+        "finalize",
+        "-o",
+        "json",
+    ]);
+    assert!(ok, "{stderr}");
+    let out: Value = serde_json::from_str(&stdout).unwrap();
+    // Storage has no cleanup of its own: it is not called, and the pipeline is finalized.
+    assert_eq!(out["finalized"], true);
+    assert_eq!(out["desired"], serde_json::json!([]));
+}
+
+#[test]
+fn inspect_prints_info_digest_size_and_imports() {
+    let (ok, stdout, stderr) = windlass(&["plugin", "inspect", guests::STORAGE, "-o", "json"]);
+    assert!(ok, "{stderr}");
+    let out: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(out["name"], "sampledb-storage");
+    assert_eq!(
+        out["childKinds"],
+        serde_json::json!(["v1/Service", "apps/v1/StatefulSet"])
+    );
+    assert_eq!(
+        out["size"],
+        std::fs::metadata(guests::STORAGE).unwrap().len()
+    );
+    assert!(out["digest"].as_str().unwrap().starts_with("sha256:"));
+    assert!(
+        out["imports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i == "windlass:plugin/types@0.1.0")
+    );
+
+    let (ok, _, stderr) = windlass(&["plugin", "inspect", guests::FUTURE_CONTRACT]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("incompatible contract: it exports windlass:plugin/reconciler@9.0.0"),
+        "{stderr}"
+    );
+}
