@@ -1,0 +1,1 @@
+//! The devcluster: an embedded Kubernetes-compatible API server (being built).
