@@ -6,6 +6,11 @@
 //! - [`pipeline`]: runs a kind's plugins in order, each output checked by the policy.
 //! - [`render`]: the offline `windlass render` tool, the pipeline exactly as the host runs it.
 
+pub mod admin;
+pub mod controller;
+pub mod crd;
+pub mod metrics;
+pub mod operator;
 pub mod pipeline;
 pub mod policy;
 pub mod render;

@@ -38,11 +38,49 @@ enum LogFormat {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the operator against a cluster (in-cluster config or a kubeconfig).
+    Run(RunArgs),
+    /// Print the CustomResourceDefinitions (WasmPlugin, SampleDB) as YAML.
+    Crds,
     /// Run a pipeline of plugins on a parent from a file and print what the host would apply.
     Render(RenderArgs),
     /// Work with plugin components.
     #[command(subcommand)]
     Plugin(PluginCommand),
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// A kubeconfig file; default: $KUBECONFIG, ~/.kube/config, or the in-cluster config.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Elect a leader among replicas on a Lease; only the leader reconciles.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    leader_elect: bool,
+    /// Namespace of the Lease (the namespace the host runs in).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "windlass-system")]
+    namespace: String,
+    /// Name of the Lease.
+    #[arg(long, default_value = "windlass-leader")]
+    lease_name: String,
+    /// This instance's identity in the Lease and in events. Default: $POD_NAME or the host name.
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    /// Seconds a lease stays valid after its last renewal.
+    #[arg(long, default_value_t = 15)]
+    lease_seconds: u64,
+    /// Where /healthz, /readyz and /metrics listen.
+    #[arg(long, env = "WINDLASS_ADMIN_ADDR", default_value = "0.0.0.0:8080")]
+    admin_addr: std::net::SocketAddr,
+    /// Parents reconciled at once per kind.
+    #[arg(long, default_value_t = 16)]
+    concurrency: u16,
+    /// Count fuel so that WasmPlugins may set a fuel limit (costs a few percent per call).
+    #[arg(long)]
+    fuel: bool,
+    /// Plugin instances that may exist at once (pool slots).
+    #[arg(long, default_value_t = 256)]
+    max_instances: u32,
 }
 
 #[derive(Debug, clap::Args)]
@@ -133,15 +171,7 @@ fn init_logging(format: LogFormat) {
 }
 
 fn runtime(cli: &Cli) -> Result<Runtime> {
-    let cache_dir = if cli.no_cache {
-        None
-    } else {
-        cli.cache_dir.clone().or_else(default_cache_dir)
-    };
-    Ok(Runtime::new(RuntimeConfig {
-        cache_dir,
-        ..RuntimeConfig::default()
-    })?)
+    Ok(Runtime::new(runtime_config(cli))?)
 }
 
 fn default_cache_dir() -> Option<PathBuf> {
@@ -152,13 +182,125 @@ fn default_cache_dir() -> Option<PathBuf> {
 }
 
 fn run(cli: Cli) -> Result<()> {
+    match &cli.command {
+        Command::Run(args) => return tokio_main(run_operator(&cli, args)),
+        Command::Crds => return print_crds(),
+        _ => {}
+    }
     let runtime = runtime(&cli)?;
     match cli.command {
+        Command::Run(_) | Command::Crds => unreachable!("handled above"),
         Command::Render(args) => render_cmd(&runtime, args),
         Command::Plugin(PluginCommand::Inspect { path, output }) => {
             inspect(&runtime, &path, output)
         }
     }
+}
+
+fn tokio_main(fut: impl std::future::Future<Output = Result<()>>) -> Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?
+        .block_on(fut)
+}
+
+fn print_crds() -> Result<()> {
+    let mut out = String::new();
+    for crd in windlass::crd::all() {
+        out.push_str("---\n");
+        out.push_str(&serde_yaml::to_string(&crd)?);
+    }
+    std::io::stdout()
+        .write_all(out.as_bytes())
+        .context("writing to stdout")?;
+    Ok(())
+}
+
+fn runtime_config(cli: &Cli) -> RuntimeConfig {
+    RuntimeConfig {
+        cache_dir: if cli.no_cache {
+            None
+        } else {
+            cli.cache_dir.clone().or_else(default_cache_dir)
+        },
+        ..RuntimeConfig::default()
+    }
+}
+
+/// Resolves when the process is asked to stop (Ctrl-C or SIGTERM).
+async fn stop_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+async fn kube_client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no kubeconfig and not in a cluster")?,
+    };
+    Ok(kube::Client::try_from(config)?)
+}
+
+async fn run_operator(cli: &Cli, args: &RunArgs) -> Result<()> {
+    let client = kube_client(args.kubeconfig.as_ref()).await?;
+    let identity = args
+        .identity
+        .clone()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| format!("windlass-{}", std::process::id()));
+    let config = windlass::operator::Config {
+        admin_addr: args.admin_addr,
+        election: args
+            .leader_elect
+            .then(|| windlass::controller::leader::Election {
+                namespace: args.namespace.clone(),
+                name: args.lease_name.clone(),
+                identity: identity.clone(),
+                duration: Duration::from_secs(args.lease_seconds),
+                grace: Duration::from_secs((args.lease_seconds / 3).max(1)),
+            }),
+        settings: windlass::controller::Settings {
+            concurrency: args.concurrency,
+            ..Default::default()
+        },
+        runtime: RuntimeConfig {
+            fuel: args.fuel,
+            max_instances: args.max_instances,
+            ..runtime_config(cli)
+        },
+        identity,
+    };
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let (handle, task) = windlass::operator::start(client, config, stopped).await?;
+    tracing::info!(admin = %handle.admin_addr, "windlass is running");
+    stop_signal().await;
+    tracing::info!("stopping");
+    let _ = stop.send(true);
+    let _ = task.await;
+    Ok(())
 }
 
 fn render_cmd(runtime: &Runtime, args: RenderArgs) -> Result<()> {

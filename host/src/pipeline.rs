@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 
 use crate::{
     policy::{Checked, Grants, Policy, Subject, Violation},
-    runtime::{self, Condition, Event, Phase, Plugin, Request},
+    runtime::{self, CallStats, Condition, Event, Phase, Plugin, Request},
 };
 
 /// What to do when a plugin fails.
@@ -166,6 +166,22 @@ impl Pipeline {
         observed: &[Value],
         now: &str,
     ) -> Result<Outcome, Error> {
+        self.run_observed(phase, parent, observed, now, &|_, _, _| {})
+    }
+
+    /// [`Pipeline::run`], reporting every plugin call (its cost and its outcome: `ok` or the
+    /// error reason) to `observe`, for metrics.
+    ///
+    /// # Errors
+    /// As [`Pipeline::run`].
+    pub fn run_observed(
+        &self,
+        phase: Phase,
+        parent: &Value,
+        observed: &[Value],
+        now: &str,
+        observe: &(dyn Fn(&Plugin, &CallStats, &str) + Sync),
+    ) -> Result<Outcome, Error> {
         let namespace = parent
             .pointer("/metadata/namespace")
             .and_then(Value::as_str)
@@ -211,10 +227,15 @@ impl Pipeline {
                 config: stage.config.to_string(),
                 now: now.to_string(),
             };
-            let step = plugin
-                .call(&req)
+            let (called, stats) = plugin.call_measured(&req);
+            let step = called
                 .map_err(Error::from)
                 .and_then(|resp| self.check(stage, namespace.as_deref(), resp));
+            observe(
+                plugin,
+                &stats,
+                step.as_ref().map_or_else(Error::reason, |_| "ok"),
+            );
             let (checked, resp, status) = match step {
                 Ok(step) => step,
                 Err(e) if stage.failure_policy == FailurePolicy::Ignore => {

@@ -22,9 +22,14 @@ pub const PORT: i32 = 5432;
 #[serde(rename_all = "camelCase")]
 pub struct SampleDbSpec {
     /// The database version to run, `major.minor` (e.g. `16.4`).
+    #[cfg_attr(
+        feature = "schema",
+        schemars(regex(pattern = r"^[0-9]+\.[0-9]+(\.[0-9]+)?$"))
+    )]
     pub version: String,
     /// How many database Pods to run. At least 1.
     #[serde(default = "one")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 15)))]
     pub replicas: i32,
     /// The data volume of each replica.
     pub storage: Storage,
@@ -55,6 +60,10 @@ fn one() -> i32 {
 #[serde(rename_all = "camelCase")]
 pub struct Storage {
     /// The volume size, a Kubernetes quantity (e.g. `10Gi`).
+    #[cfg_attr(
+        feature = "schema",
+        schemars(regex(pattern = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$"))
+    )]
     pub size: String,
     /// The StorageClass; the cluster's default when absent.
     #[serde(default)]
@@ -76,9 +85,16 @@ pub struct Credentials {
 #[serde(rename_all = "camelCase")]
 pub struct Backup {
     /// A cron schedule (five fields), e.g. `0 3 * * *`.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(regex(
+            pattern = r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|([0-9*/,-]+ +){4}[0-9A-Za-z*/,-]+)$"
+        ))
+    )]
     pub schedule: String,
     /// How many backups to keep.
     #[serde(default = "seven")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub retain: i32,
 }
 

@@ -1,0 +1,301 @@
+//! What the host does to each desired object before applying it, and which observed children
+//! it may delete. Pure decisions, tested here; the I/O lives in `parent.rs`.
+
+use std::collections::HashSet;
+
+use serde_json::{Value, json};
+
+use crate::pipeline::{Desired, kind_of};
+
+/// Field manager of every write the host makes.
+pub const FIELD_MANAGER: &str = "windlass";
+/// Label on every child: the parent's uid.
+pub const PARENT_UID_LABEL: &str = "windlass.dev/parent-uid";
+/// Label on every child: who manages it.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Annotation on every child: the plugin (name@digest) that produced it.
+pub const PRODUCED_BY_ANNOTATION: &str = "windlass.dev/produced-by";
+/// The finalizer the host holds while a plugin has cleanup to do.
+pub const FINALIZER: &str = "windlass.dev/finalize";
+
+/// Kinds whose objects hold data: never pruned because a plugin stopped wanting them. Only a
+/// finalize phase that reported success lets them go (through owner-reference GC).
+pub const PROTECTED_KINDS: &[&str] = &[
+    "v1/PersistentVolumeClaim",
+    "v1/PersistentVolume",
+    "snapshot.storage.k8s.io/v1/VolumeSnapshot",
+];
+
+/// The parent, as children refer to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParentRef {
+    /// `group/version`.
+    pub api_version: String,
+    /// Kind.
+    pub kind: String,
+    /// Name.
+    pub name: String,
+    /// uid.
+    pub uid: String,
+}
+
+/// Adds the controller owner reference, the labels and the provenance annotation, and carries
+/// the parent-uid label into pod and claim templates, so that Pods, Jobs and PVCs the cluster
+/// makes from this object are observed for the parent too.
+pub fn decorate(desired: &Desired, parent: &ParentRef) -> Value {
+    let mut object = desired.object.object.clone();
+    let meta = ensure_object(&mut object, "metadata");
+    let labels = child_map(meta, "labels");
+    labels.insert(MANAGED_BY_LABEL.into(), json!("windlass"));
+    labels.insert(PARENT_UID_LABEL.into(), json!(parent.uid));
+    let annotations = child_map(meta, "annotations");
+    annotations.insert(
+        PRODUCED_BY_ANNOTATION.into(),
+        json!(format!("{}@{}", desired.plugin, desired.digest)),
+    );
+    meta.insert(
+        "ownerReferences".into(),
+        json!([{
+            "apiVersion": parent.api_version,
+            "kind": parent.kind,
+            "name": parent.name,
+            "uid": parent.uid,
+            "controller": true,
+            "blockOwnerDeletion": true,
+        }]),
+    );
+    // managedFields must not be sent with an apply.
+    meta.remove("managedFields");
+    meta.remove("resourceVersion");
+    for pointer in [
+        "/spec/template/metadata",
+        "/spec/jobTemplate/metadata",
+        "/spec/jobTemplate/spec/template/metadata",
+    ] {
+        label_template(&mut object, pointer, &parent.uid);
+    }
+    if let Some(claims) = object
+        .pointer_mut("/spec/volumeClaimTemplates")
+        .and_then(Value::as_array_mut)
+    {
+        for claim in claims {
+            let meta = ensure_object(claim, "metadata");
+            child_map(meta, "labels").insert(PARENT_UID_LABEL.into(), json!(parent.uid));
+        }
+    }
+    object
+}
+
+fn label_template(object: &mut Value, pointer: &str, uid: &str) {
+    let parent_pointer = &pointer[..pointer.rfind('/').unwrap_or(0)];
+    if object
+        .pointer(parent_pointer)
+        .is_none_or(|v| !v.is_object())
+    {
+        return;
+    }
+    let holder = object
+        .pointer_mut(parent_pointer)
+        .and_then(Value::as_object_mut);
+    if let Some(holder) = holder {
+        let meta = holder.entry("metadata").or_insert_with(|| json!({}));
+        if let Some(meta) = meta.as_object_mut() {
+            let labels = meta.entry("labels").or_insert_with(|| json!({}));
+            if let Some(labels) = labels.as_object_mut() {
+                labels.insert(PARENT_UID_LABEL.into(), json!(uid));
+            }
+        }
+    }
+}
+
+/// The object under `key` of `value`, made an object (and `value` too) if it was not one.
+fn ensure_object<'a>(value: &'a mut Value, key: &str) -> &'a mut serde_json::Map<String, Value> {
+    if !value.is_object() {
+        *value = json!({});
+    }
+    let Value::Object(map) = value else {
+        unreachable!("made an object above")
+    };
+    child_map(map, key)
+}
+
+/// The object under `key` of `map`, made an object if it was not one.
+fn child_map<'a>(
+    map: &'a mut serde_json::Map<String, Value>,
+    key: &str,
+) -> &'a mut serde_json::Map<String, Value> {
+    let entry = map.entry(key.to_string()).or_insert_with(|| json!({}));
+    if !entry.is_object() {
+        *entry = json!({});
+    }
+    let Value::Object(child) = entry else {
+        unreachable!("made an object above")
+    };
+    child
+}
+
+/// Identity of an object: kind key, namespace, name.
+pub fn identity(object: &Value) -> (String, String, String) {
+    let s = |p: &str| {
+        object
+            .pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    (
+        kind_of(object),
+        s("/metadata/namespace"),
+        s("/metadata/name"),
+    )
+}
+
+/// The observed children to delete: those this parent controls (its controller owner reference)
+/// that no plugin wants any more, of a kind the pipeline produces, and not data-bearing.
+pub fn prune_plan<'a>(
+    observed: &'a [Value],
+    desired: &[Desired],
+    parent_uid: &str,
+    child_kinds: &HashSet<String>,
+) -> Vec<&'a Value> {
+    let wanted: HashSet<(String, String, String)> = desired
+        .iter()
+        .map(|d| {
+            (
+                d.object.kind.clone(),
+                d.object.namespace.clone().unwrap_or_default(),
+                d.object.name.clone(),
+            )
+        })
+        .collect();
+    observed
+        .iter()
+        .filter(|o| controlled_by(o, parent_uid))
+        .filter(|o| {
+            let kind = kind_of(o);
+            child_kinds.contains(&kind) && !PROTECTED_KINDS.contains(&kind.as_str())
+        })
+        .filter(|o| o.pointer("/metadata/deletionTimestamp").is_none())
+        .filter(|o| !wanted.contains(&identity(o)))
+        .collect()
+}
+
+/// True when `object` has a controller owner reference to the parent with this uid.
+pub fn controlled_by(object: &Value, uid: &str) -> bool {
+    object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .is_some_and(|refs| {
+            refs.iter()
+                .any(|r| r["uid"] == uid && r["controller"].as_bool() == Some(true))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Checked;
+
+    fn parent() -> ParentRef {
+        ParentRef {
+            api_version: "samples.windlass.dev/v1alpha1".into(),
+            kind: "SampleDB".into(),
+            name: "orders".into(),
+            uid: "u-1".into(),
+        }
+    }
+
+    fn desired(kind: &str, name: &str, object: Value) -> Desired {
+        Desired {
+            object: Checked {
+                kind: kind.into(),
+                namespace: Some("shop".into()),
+                name: name.into(),
+                object,
+            },
+            plugin: "storage".into(),
+            digest: "sha256:ab".into(),
+        }
+    }
+
+    fn child(kind: &str, api_version: &str, name: &str, owner: Option<&str>) -> Value {
+        let mut o = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "namespace": "shop"}});
+        if let Some(uid) = owner {
+            o["metadata"]["ownerReferences"] = json!([{"uid": uid, "controller": true}]);
+        }
+        o
+    }
+
+    #[test]
+    fn decorated_children_carry_owner_labels_provenance_and_template_labels() {
+        let sts = json!({
+            "apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "orders", "namespace": "shop", "labels": {"app": "db"}},
+            "spec": {"template": {"metadata": {"labels": {"app": "db"}}}, "volumeClaimTemplates": [{"metadata": {"name": "data"}}]},
+        });
+        let out = decorate(&desired("apps/v1/StatefulSet", "orders", sts), &parent());
+        assert_eq!(out["metadata"]["labels"]["app"], "db");
+        assert_eq!(out["metadata"]["labels"][PARENT_UID_LABEL], "u-1");
+        assert_eq!(out["metadata"]["labels"][MANAGED_BY_LABEL], "windlass");
+        assert_eq!(
+            out["metadata"]["annotations"][PRODUCED_BY_ANNOTATION],
+            "storage@sha256:ab"
+        );
+        assert_eq!(out["metadata"]["ownerReferences"][0]["controller"], true);
+        assert_eq!(out["metadata"]["ownerReferences"][0]["kind"], "SampleDB");
+        assert_eq!(
+            out["spec"]["template"]["metadata"]["labels"][PARENT_UID_LABEL],
+            "u-1"
+        );
+        assert_eq!(out["spec"]["template"]["metadata"]["labels"]["app"], "db");
+        assert_eq!(
+            out["spec"]["volumeClaimTemplates"][0]["metadata"]["labels"][PARENT_UID_LABEL],
+            "u-1"
+        );
+    }
+
+    #[test]
+    fn a_cronjob_template_gets_the_label_too_and_plain_objects_get_no_template() {
+        let cron = json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "b"},
+                          "spec": {"jobTemplate": {"spec": {"template": {"spec": {}}}}}});
+        let out = decorate(&desired("batch/v1/CronJob", "b", cron), &parent());
+        assert_eq!(
+            out["spec"]["jobTemplate"]["metadata"]["labels"][PARENT_UID_LABEL],
+            "u-1"
+        );
+        assert_eq!(
+            out["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"][PARENT_UID_LABEL],
+            "u-1"
+        );
+        let cm =
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {}});
+        let out = decorate(&desired("v1/ConfigMap", "c", cm), &parent());
+        assert!(out.get("spec").is_none());
+    }
+
+    #[test]
+    fn only_unwanted_controlled_children_of_produced_kinds_are_pruned_and_never_volumes() {
+        let kinds: HashSet<String> = [
+            "v1/Service",
+            "apps/v1/StatefulSet",
+            "v1/PersistentVolumeClaim",
+        ]
+        .map(String::from)
+        .into();
+        let observed = vec![
+            child("Service", "v1", "orders", Some("u-1")), // still wanted
+            child("Service", "v1", "orders-old", Some("u-1")), // stale: pruned
+            child("Service", "v1", "someone-elses", Some("u-2")), // another parent's
+            child("Service", "v1", "unowned", None),       // not ours
+            child("PersistentVolumeClaim", "v1", "data-orders-0", Some("u-1")), // data: kept
+            child("Pod", "v1", "orders-0", Some("u-1")),   // not a produced kind
+        ];
+        let want = vec![desired("v1/Service", "orders", json!({}))];
+        let plan = prune_plan(&observed, &want, "u-1", &kinds);
+        let names: Vec<&str> = plan
+            .iter()
+            .map(|o| o["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["orders-old"]);
+    }
+}

@@ -1,0 +1,177 @@
+//! The operator host: WasmPlugins become per-kind pipelines, and a dynamic kube-runtime
+//! controller per parent kind runs them. This module uses kube-runtime and the pipeline; it
+//! knows nothing of wasmtime.
+//!
+//! - `plugins.rs`: watches WasmPlugins (and the ConfigMaps they point at), fetches, verifies,
+//!   loads and smoke-calls each version, and swaps it in only when every step passed.
+//! - `registry.rs`: the pipelines, one immutable snapshot per parent kind.
+//! - `kinds.rs`: starts and stops one controller per parent kind as WasmPlugins come and go.
+//! - `parent.rs`: one reconcile: observe, run the pipeline, apply, prune, status, finalize.
+//! - `apply.rs`, `status.rs`: the pure decisions those make.
+//! - `leader.rs`: leader election on a Lease.
+
+pub mod apply;
+mod discovery;
+pub mod fetch;
+mod kinds;
+pub mod leader;
+mod parent;
+mod plugins;
+mod registry;
+pub mod status;
+
+use std::{sync::Arc, time::Duration};
+
+use kube::{Client, runtime::events::Recorder};
+
+pub use discovery::Discovery;
+pub use registry::Registry;
+
+use crate::{metrics::Metrics, pipeline, runtime::Runtime};
+
+/// Why loading a plugin or reconciling a parent failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The plugin's source could not be read.
+    #[error("plugin {plugin}: source {why}")]
+    Source { plugin: String, why: String },
+    /// The fetched component does not match its sha256 pin.
+    #[error("plugin {plugin}: digest mismatch: pinned {expected}, fetched {actual}")]
+    DigestMismatch {
+        plugin: String,
+        expected: String,
+        actual: String,
+    },
+    /// The component failed to load or to answer `info`.
+    #[error(transparent)]
+    Runtime(#[from] crate::runtime::Error),
+    /// The plugin does not reconcile the kind its WasmPlugin names.
+    #[error("plugin {plugin}: reconciles {declared:?}, not {wanted}")]
+    WrongParentKind {
+        plugin: String,
+        wanted: String,
+        declared: Vec<String>,
+    },
+    /// A plugin of the pipeline failed or broke the policy.
+    #[error(transparent)]
+    Pipeline(#[from] pipeline::Error),
+    /// A kind is not served by the API server.
+    #[error("kind {kind} is not served by the API server: {why}")]
+    Discovery { kind: String, why: String },
+    /// Applying a desired object failed.
+    #[error("applying {object}: {source}")]
+    Apply { object: String, source: kube::Error },
+    /// Deleting a child failed.
+    #[error("pruning {object}: {source}")]
+    Prune { object: String, source: kube::Error },
+    /// Any other API call failed.
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// A plugin call could not be run (its task panicked or was cancelled).
+    #[error("plugin call did not complete: {0}")]
+    Join(String),
+}
+
+impl Error {
+    /// A stable, one-word reason for conditions and metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::Source { .. } => "SourceUnavailable",
+            Error::DigestMismatch { .. } => "DigestMismatch",
+            Error::Runtime(e) => e.reason(),
+            Error::WrongParentKind { .. } => "WrongParentKind",
+            Error::Pipeline(e) => e.reason(),
+            Error::Discovery { .. } => "KindNotServed",
+            Error::Apply { .. } => "ApplyFailed",
+            Error::Prune { .. } => "PruneFailed",
+            Error::Kube(_) => "ApiError",
+            Error::Join(_) => "PluginCallAborted",
+        }
+    }
+}
+
+/// Settings of the controller.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Parents reconciled at once per kind.
+    pub concurrency: u16,
+    /// Reconcile every parent at least this often.
+    pub resync: Duration,
+    /// First retry delay after a failed reconcile; doubles per failure.
+    pub backoff_base: Duration,
+    /// Longest retry delay.
+    pub backoff_max: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            concurrency: 16,
+            resync: Duration::from_secs(600),
+            backoff_base: Duration::from_millis(500),
+            backoff_max: Duration::from_secs(300),
+        }
+    }
+}
+
+/// What every part of the controller shares.
+pub struct Shared {
+    /// The API client.
+    pub client: Client,
+    /// The plugin runtime.
+    pub runtime: Runtime,
+    /// The pipelines.
+    pub registry: Arc<Registry>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Events on parents and WasmPlugins.
+    pub recorder: Recorder,
+    /// Kinds the API server serves.
+    pub discovery: Discovery,
+    /// Settings.
+    pub settings: Settings,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    /// Everything the controller needs, around a client and a runtime.
+    pub fn new(
+        client: Client,
+        runtime: Runtime,
+        metrics: Arc<Metrics>,
+        settings: Settings,
+        instance: &str,
+    ) -> Arc<Self> {
+        let reporter = kube::runtime::events::Reporter {
+            controller: "windlass".into(),
+            instance: Some(instance.to_string()),
+        };
+        Arc::new(Shared {
+            recorder: Recorder::new(client.clone(), reporter),
+            discovery: Discovery::new(client.clone()),
+            client,
+            runtime,
+            registry: Arc::new(Registry::default()),
+            metrics,
+            settings,
+        })
+    }
+}
+
+/// Runs the plugin loader and the per-kind controllers until `shutdown` resolves.
+pub async fn run(shared: Arc<Shared>, shutdown: impl std::future::Future<Output = ()> + Send) {
+    let plugins = tokio::spawn(plugins::run(shared.clone()));
+    let kinds = tokio::spawn(kinds::run(shared.clone()));
+    shutdown.await;
+    plugins.abort();
+    kinds.abort();
+    let _ = plugins.await;
+    let _ = kinds.await;
+}

@@ -1,0 +1,387 @@
+//! One reconcile of one parent: observe from the watch caches, run the pipeline, and — only if
+//! every plugin succeeded — apply, prune and write status; on deletion, finalize.
+
+use std::{
+    collections::HashSet,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use kube::{
+    Api, Resource, ResourceExt,
+    api::{DeleteParams, DynamicObject, Patch, PatchParams},
+    core::TypeMeta,
+    runtime::{
+        controller::Action,
+        events::{Event, EventType},
+        reflector::ObjectRef,
+    },
+};
+use serde_json::{Value, json};
+
+use super::{
+    Error,
+    apply::{self, FIELD_MANAGER, FINALIZER, PARENT_UID_LABEL, ParentRef},
+    kinds::KindCtx,
+    status,
+};
+use crate::{
+    metrics::KindResult,
+    pipeline::{Outcome, Pipeline},
+    runtime::Phase,
+};
+
+/// Reconciles one parent.
+pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<KindCtx>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let metrics = &ctx.shared.metrics;
+    metrics.in_flight.inc();
+    let result = reconcile_inner(&obj, &ctx).await;
+    metrics.in_flight.dec();
+    let labels = KindResult {
+        kind: ctx.parent.key(),
+        result: result
+            .as_ref()
+            .map_or_else(|e| e.reason().to_string(), |_| "success".to_string()),
+    };
+    metrics.reconciles.get_or_create(&labels).inc();
+    metrics
+        .reconcile_seconds
+        .get_or_create(&labels)
+        .observe(started.elapsed().as_secs_f64());
+    let uid = obj.uid().unwrap_or_default();
+    if result.is_ok() {
+        ctx.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&uid);
+    }
+    result
+}
+
+/// Retries a failed parent with per-object exponential backoff.
+pub fn error_policy(obj: Arc<DynamicObject>, error: &Error, ctx: Arc<KindCtx>) -> Action {
+    let uid = obj.uid().unwrap_or_default();
+    let mut failures = ctx.failures.lock().unwrap_or_else(|e| e.into_inner());
+    let n = failures.entry(uid).or_insert(0);
+    *n = n.saturating_add(1);
+    let settings = &ctx.shared.settings;
+    let delay = settings
+        .backoff_base
+        .saturating_mul(2u32.saturating_pow((*n - 1).min(16)))
+        .min(settings.backoff_max);
+    tracing::warn!(parent = %obj.name_any(), error = %error, retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, Error> {
+    let Some(pipeline) = ctx.shared.registry.pipeline(&ctx.parent.key()) else {
+        return Ok(Action::await_change());
+    };
+    let uid = obj.uid().unwrap_or_default();
+    ctx.parents
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(
+            uid.clone(),
+            ObjectRef::from_obj_with(obj, ctx.resource.clone()),
+        );
+    let mut parent_obj = obj.clone();
+    parent_obj.types = Some(TypeMeta {
+        api_version: ctx.resource.api_version.clone(),
+        kind: ctx.resource.kind.clone(),
+    });
+    let parent = serde_json::to_value(&parent_obj).map_err(|e| Error::Join(e.to_string()))?;
+    let deleting = obj.metadata.deletion_timestamp.is_some();
+    let has_finalizer = obj.finalizers().iter().any(|f| f == FINALIZER);
+    if deleting && !has_finalizer {
+        return Ok(Action::await_change());
+    }
+    let finalizes = pipeline.stages.iter().any(|s| s.plugin.info().finalizes);
+    if !deleting && finalizes && !has_finalizer {
+        set_finalizer(obj, ctx, true).await?;
+    }
+    let observed = observe(obj, ctx).await;
+    let phase = if deleting {
+        Phase::Finalize
+    } else {
+        Phase::Reconcile
+    };
+    let outcome = match run_pipeline(
+        ctx,
+        pipeline.clone(),
+        phase,
+        parent.clone(),
+        observed.clone(),
+    )
+    .await
+    {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            report_failure(obj, &parent, ctx, &e).await;
+            return Err(e);
+        }
+    };
+    let parent_ref = ParentRef {
+        api_version: ctx.resource.api_version.clone(),
+        kind: ctx.resource.kind.clone(),
+        name: obj.name_any(),
+        uid: uid.clone(),
+    };
+    if let Err(e) = apply_all(ctx, &outcome, &parent_ref).await {
+        report_failure(obj, &parent, ctx, &e).await;
+        return Err(e);
+    }
+    if !deleting && !outcome.incomplete() {
+        let child_kinds: HashSet<String> = pipeline
+            .stages
+            .iter()
+            .flat_map(|s| s.plugin.info().child_kinds.iter().cloned())
+            .collect();
+        prune(
+            ctx,
+            &apply::prune_plan(&observed, &outcome.desired, &uid, &child_kinds),
+        )
+        .await?;
+    }
+    write_status(obj, ctx, &status::after_success(&parent, &outcome, &now())).await?;
+    publish_events(obj, ctx, &outcome).await;
+    if deleting {
+        if outcome.finalized {
+            set_finalizer(obj, ctx, false).await?;
+            return Ok(Action::await_change());
+        }
+        return Ok(Action::requeue(
+            outcome.requeue_after.unwrap_or(Duration::from_secs(5)),
+        ));
+    }
+    Ok(Action::requeue(
+        outcome.requeue_after.unwrap_or(ctx.shared.settings.resync),
+    ))
+}
+
+/// The objects of the observed kinds labelled with this parent's uid, from the watch caches.
+async fn observe(obj: &DynamicObject, ctx: &KindCtx) -> Vec<Value> {
+    let uid = obj.uid().unwrap_or_default();
+    let namespace = obj.namespace();
+    let mut out = Vec::new();
+    for (_, ar, store) in &ctx.caches {
+        // A reconcile on a half-filled cache could re-create what exists (and, for a generated
+        // Secret, change it): wait until the first list is in.
+        let _ = store.wait_until_ready().await;
+        for child in store.state() {
+            let labelled = child.labels().get(PARENT_UID_LABEL) == Some(&uid);
+            if labelled && (namespace.is_none() || child.namespace() == namespace) {
+                let mut child = (*child).clone();
+                child.types = Some(TypeMeta {
+                    api_version: ar.api_version.clone(),
+                    kind: ar.kind.clone(),
+                });
+                if let Ok(v) = serde_json::to_value(&child) {
+                    out.push(v);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Runs the pipeline on a blocking thread (plugin calls are synchronous), recording calls.
+async fn run_pipeline(
+    ctx: &KindCtx,
+    pipeline: Arc<Pipeline>,
+    phase: Phase,
+    parent: Value,
+    observed: Vec<Value>,
+) -> Result<Outcome, Error> {
+    let metrics = ctx.shared.metrics.clone();
+    let now = now();
+    tokio::task::spawn_blocking(move || {
+        pipeline.run_observed(
+            phase,
+            &parent,
+            &observed,
+            &now,
+            &|plugin, stats, outcome| {
+                metrics.record_call(plugin.name(), stats, outcome);
+            },
+        )
+    })
+    .await
+    .map_err(|e| Error::Join(e.to_string()))?
+    .map_err(Error::from)
+}
+
+/// Server-side applies every desired object, decorated with owner, labels and provenance.
+async fn apply_all(ctx: &KindCtx, outcome: &Outcome, parent: &ParentRef) -> Result<(), Error> {
+    let client = &ctx.shared.client;
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let writes = outcome.desired.iter().map(|desired| {
+        let params = params.clone();
+        async move {
+            let object = apply::decorate(desired, parent);
+            let describe = crate::policy::describe(&desired.object);
+            let (ar, namespaced) = ctx.shared.discovery.resolve(&desired.object.kind).await?;
+            let api: Api<DynamicObject> = match (&desired.object.namespace, namespaced) {
+                (Some(ns), true) => Api::namespaced_with(client.clone(), ns, &ar),
+                _ => Api::all_with(client.clone(), &ar),
+            };
+            api.patch(&desired.object.name, &params, &Patch::Apply(&object))
+                .await
+                .map(|_| ())
+                .map_err(|source| Error::Apply {
+                    object: describe,
+                    source,
+                })
+        }
+    });
+    futures::future::try_join_all(writes).await.map(|_| ())
+}
+
+/// Deletes children no plugin wants any more.
+async fn prune(ctx: &KindCtx, plan: &[&Value]) -> Result<(), Error> {
+    for object in plan {
+        let (kind, namespace, name) = apply::identity(object);
+        let (ar, namespaced) = ctx.shared.discovery.resolve(&kind).await?;
+        let api: Api<DynamicObject> = if namespaced {
+            Api::namespaced_with(ctx.shared.client.clone(), &namespace, &ar)
+        } else {
+            Api::all_with(ctx.shared.client.clone(), &ar)
+        };
+        tracing::info!(
+            kind,
+            namespace,
+            name,
+            "pruning a child no plugin wants any more"
+        );
+        match api.delete(&name, &DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(source) => {
+                return Err(Error::Prune {
+                    object: format!("{kind} {namespace}/{name}"),
+                    source,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn parent_api(obj: &DynamicObject, ctx: &KindCtx) -> Api<DynamicObject> {
+    match obj.namespace() {
+        Some(ns) if ctx.namespaced => {
+            Api::namespaced_with(ctx.shared.client.clone(), &ns, &ctx.resource)
+        }
+        _ => Api::all_with(ctx.shared.client.clone(), &ctx.resource),
+    }
+}
+
+/// Adds or removes the host's finalizer, guarded by the resourceVersion read so that another
+/// controller's concurrent finalizer change is never overwritten.
+async fn set_finalizer(obj: &DynamicObject, ctx: &KindCtx, present: bool) -> Result<(), Error> {
+    let mut finalizers: Vec<String> = obj.finalizers().to_vec();
+    finalizers.retain(|f| f != FINALIZER);
+    if present {
+        finalizers.push(FINALIZER.to_string());
+    }
+    let patch =
+        json!({"metadata": {"finalizers": finalizers, "resourceVersion": obj.resource_version()}});
+    parent_api(obj, ctx)
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    Ok(())
+}
+
+async fn write_status(obj: &DynamicObject, ctx: &KindCtx, patch: &Value) -> Result<(), Error> {
+    parent_api(obj, ctx)
+        .patch_status(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await?;
+    Ok(())
+}
+
+/// On failure: a condition naming the plugin and the reason, and a Warning event. Nothing else
+/// changes.
+async fn report_failure(obj: &DynamicObject, parent: &Value, ctx: &KindCtx, error: &Error) {
+    let message = error.to_string();
+    if let Err(e) = write_status(obj, ctx, &failure_patch(parent, error)).await {
+        tracing::warn!(error = %e, "writing the failure condition");
+    }
+    let event = Event {
+        type_: EventType::Warning,
+        reason: error.reason().to_string(),
+        note: Some(truncate(&message, 1000)),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx
+        .shared
+        .recorder
+        .publish(&event, &obj.object_ref(&ctx.resource))
+        .await
+    {
+        tracing::debug!(error = %e, "publishing an event");
+    }
+}
+
+fn failure_patch(parent: &Value, error: &Error) -> Value {
+    match error {
+        Error::Pipeline(e) => status::after_failure(parent, e, &now()),
+        other => {
+            let e = crate::pipeline::Error::Parent(other.to_string());
+            let mut patch = status::after_failure(parent, &e, &now());
+            if let Some(c) = patch
+                .pointer_mut("/status/conditions")
+                .and_then(Value::as_array_mut)
+                && let Some(own) = c.iter_mut().find(|c| c["type"] == status::RECONCILED)
+            {
+                own["reason"] = json!(other.reason());
+                own["message"] = json!(other.to_string());
+            }
+            patch
+        }
+    }
+}
+
+async fn publish_events(obj: &DynamicObject, ctx: &KindCtx, outcome: &Outcome) {
+    let reference = obj.object_ref(&ctx.resource);
+    for reported in &outcome.events {
+        let e = &reported.item;
+        let event = Event {
+            type_: if e.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: e.reason.clone(),
+            note: Some(truncate(
+                &format!("{}: {}", reported.plugin, e.message),
+                1000,
+            )),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        if let Err(err) = ctx.shared.recorder.publish(&event, &reference).await {
+            tracing::debug!(error = %err, "publishing an event");
+        }
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    s.chars().take(max).collect()
+}
+
+fn now() -> String {
+    jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}

@@ -1,0 +1,326 @@
+//! Loading WasmPlugins: watch them and the ConfigMaps they point at; for each new version
+//! fetch, verify the pin, compile (through the precompiled cache), smoke-call `info`, check the
+//! parent kind, and only then swap it in. A version that fails any step never replaces the
+//! running one; the WasmPlugin's status says why.
+
+use std::{
+    collections::{BTreeSet, HashMap},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{
+    Api, ResourceExt,
+    api::{Patch, PatchParams},
+    runtime::{WatchStreamExt, watcher},
+};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use super::{Error, Shared, fetch};
+use crate::{
+    crd::{self, WasmPlugin, WasmPluginSpec},
+    pipeline::{FailurePolicy, Stage},
+    policy::Grants,
+    runtime::{InstanceMode, Limits, LoadOptions},
+};
+
+/// The state of the loader.
+struct Loader {
+    shared: Arc<Shared>,
+    specs: Mutex<HashMap<String, WasmPlugin>>,
+    config_maps: Mutex<HashMap<(String, String), tokio::task::JoinHandle<()>>>,
+    reload: mpsc::UnboundedSender<String>,
+}
+
+/// Watches WasmPlugins and keeps the registry in step with them, until aborted.
+pub async fn run(shared: Arc<Shared>) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    let loader = Arc::new(Loader {
+        shared: shared.clone(),
+        specs: Mutex::new(HashMap::new()),
+        config_maps: Mutex::new(HashMap::new()),
+        reload: tx,
+    });
+    let worker = {
+        let loader = loader.clone();
+        tokio::spawn(async move {
+            while let Some(name) = rx.recv().await {
+                let wp = loader.lock_specs().get(&name).cloned();
+                if let Some(wp) = wp {
+                    loader.load(&wp).await;
+                }
+            }
+        })
+    };
+    let api: Api<WasmPlugin> = Api::all(shared.client.clone());
+    let mut events = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut seen_in_init = BTreeSet::new();
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(watcher::Event::Apply(wp) | watcher::Event::InitApply(wp)) => {
+                let name = wp.name_any();
+                seen_in_init.insert(name.clone());
+                loader.lock_specs().insert(name.clone(), wp);
+                let _ = loader.reload.send(name);
+            }
+            Ok(watcher::Event::Delete(wp)) => loader.forget(&wp.name_any()),
+            Ok(watcher::Event::Init) => seen_in_init.clear(),
+            Ok(watcher::Event::InitDone) => {
+                // Plugins deleted while no watch was open.
+                for name in shared.registry.names() {
+                    if !seen_in_init.contains(&name) {
+                        loader.forget(&name);
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "watching WasmPlugins"),
+        }
+    }
+    worker.abort();
+}
+
+impl Loader {
+    fn lock_specs(&self) -> std::sync::MutexGuard<'_, HashMap<String, WasmPlugin>> {
+        self.specs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn forget(&self, name: &str) {
+        self.lock_specs().remove(name);
+        if let Some((digest, _)) = self.shared.registry.serving(name) {
+            self.shared.registry.remove(name);
+            if !self.shared.registry.uses_digest(&digest) {
+                self.shared.runtime.forget(&digest);
+            }
+            tracing::info!(wasm_plugin = name, "plugin removed from its pipeline");
+        }
+    }
+
+    /// Brings one WasmPlugin's serving version up to date with its spec and source.
+    async fn load(self: &Arc<Self>, wp: &WasmPlugin) {
+        let name = wp.name_any();
+        if let Some(cm) = &wp.spec.source.config_map {
+            self.watch_config_map(&cm.namespace, &cm.name);
+        }
+        let serving = self.shared.registry.serving(&name);
+        let outcome = self.try_load(&name, &wp.spec, serving.as_ref()).await;
+        let metrics = &self.shared.metrics;
+        let result = match &outcome {
+            Ok(true) => "swapped",
+            Ok(false) => "unchanged",
+            Err(e) => e.reason(),
+        };
+        metrics
+            .hot_swaps
+            .get_or_create(&crate::metrics::PluginOutcome {
+                plugin: name.clone(),
+                outcome: result.to_string(),
+            })
+            .inc();
+        if let Err(e) = &outcome {
+            tracing::warn!(wasm_plugin = %name, error = %e, "new plugin version refused");
+        }
+        if let Err(e) = self.write_status(wp, outcome.as_ref().err()).await {
+            tracing::warn!(wasm_plugin = %name, error = %e, "writing WasmPlugin status");
+        }
+    }
+
+    /// Returns whether a new version was swapped in.
+    async fn try_load(
+        &self,
+        name: &str,
+        spec: &WasmPluginSpec,
+        serving: Option<&(String, WasmPluginSpec)>,
+    ) -> Result<bool, Error> {
+        let shared = &self.shared;
+        let fetched = fetch::fetch(&shared.client, name, &spec.source).await?;
+        if let Some((digest, old_spec)) = serving
+            && *digest == fetched.digest
+            && old_spec == spec
+        {
+            return Ok(false);
+        }
+        let options = load_options(spec);
+        let runtime = shared.runtime.clone();
+        let label = name.to_string();
+        let plugin =
+            tokio::task::spawn_blocking(move || runtime.load(&label, &fetched.bytes, options))
+                .await
+                .map_err(|e| Error::Join(e.to_string()))??;
+        let wanted = spec.parent.key();
+        if !plugin.info().parent_kinds.contains(&wanted) {
+            return Err(Error::WrongParentKind {
+                plugin: plugin.name().to_string(),
+                wanted,
+                declared: plugin.info().parent_kinds.clone(),
+            });
+        }
+        let mut cluster_scoped = Vec::new();
+        for kind in &plugin.info().child_kinds {
+            // Best effort: a kind the server does not serve yet fails at apply, naming it.
+            if let Ok((_, false)) = shared.discovery.resolve(kind).await {
+                cluster_scoped.push(kind.clone());
+            }
+        }
+        let stage = Stage {
+            plugin: Arc::new(plugin),
+            config: spec.config.clone().unwrap_or_else(|| json!({})),
+            grants: match &spec.grants {
+                Some(kinds) => Grants::Kinds(kinds.iter().cloned().collect()),
+                None => Grants::Declared,
+            },
+            failure_policy: match spec.failure_policy {
+                crd::FailurePolicy::Fail => FailurePolicy::Fail,
+                crd::FailurePolicy::Ignore => FailurePolicy::Ignore,
+            },
+        };
+        tracing::info!(
+            wasm_plugin = name,
+            plugin = stage.plugin.name(),
+            version = %stage.plugin.info().version,
+            digest = stage.plugin.digest(),
+            "plugin version swapped in"
+        );
+        shared
+            .registry
+            .install(name, spec.clone(), stage, &cluster_scoped);
+        if let Some((old, _)) = serving
+            && !shared.registry.uses_digest(old)
+        {
+            shared.runtime.forget(old);
+        }
+        Ok(true)
+    }
+
+    /// Watches one ConfigMap (by name: least privilege) and reloads the WasmPlugins that point
+    /// at it whenever it changes.
+    fn watch_config_map(self: &Arc<Self>, namespace: &str, name: &str) {
+        let key = (namespace.to_string(), name.to_string());
+        let mut watches = self.config_maps.lock().unwrap_or_else(|e| e.into_inner());
+        if watches.contains_key(&key) {
+            return;
+        }
+        let api: Api<ConfigMap> = Api::namespaced(self.shared.client.clone(), namespace);
+        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        let loader = Arc::downgrade(self);
+        let (ns, cm) = key.clone();
+        let task = tokio::spawn(async move {
+            let mut events = watcher(api, config)
+                .default_backoff()
+                .applied_objects()
+                .boxed();
+            while let Some(event) = events.next().await {
+                let Some(loader) = loader.upgrade() else {
+                    return;
+                };
+                if event.is_err() {
+                    continue;
+                }
+                let users: Vec<String> = loader
+                    .lock_specs()
+                    .iter()
+                    .filter(|(_, wp)| {
+                        wp.spec
+                            .source
+                            .config_map
+                            .as_ref()
+                            .is_some_and(|s| s.namespace == ns && s.name == cm)
+                    })
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                for user in users {
+                    let _ = loader.reload.send(user);
+                }
+            }
+        });
+        watches.insert(key, task);
+    }
+
+    async fn write_status(
+        &self,
+        wp: &WasmPlugin,
+        error: Option<&Error>,
+    ) -> Result<(), kube::Error> {
+        let name = wp.name_any();
+        let serving = self.shared.registry.serving(&name);
+        let pipeline = self.shared.registry.pipeline(&wp.spec.parent.key());
+        let plugin = pipeline.as_ref().and_then(|p| {
+            p.stages
+                .iter()
+                .find(|s| Some(s.plugin.digest()) == serving.as_ref().map(|(d, _)| d.as_str()))
+                .map(|s| s.plugin.clone())
+        });
+        let now = jiff::Timestamp::now()
+            .round(jiff::Unit::Second)
+            .map(|t| t.to_string())
+            .unwrap_or_default();
+        let (status, reason, message) = match (error, &serving) {
+            (None, Some((digest, _))) => {
+                ("True", "Loaded".to_string(), format!("serving {digest}"))
+            }
+            (Some(e), Some((digest, _))) => (
+                "True",
+                e.reason().to_string(),
+                format!("new version refused, still serving {digest}: {e}"),
+            ),
+            (Some(e), None) => ("False", e.reason().to_string(), e.to_string()),
+            (None, None) => (
+                "False",
+                "NotLoaded".to_string(),
+                "no version loaded".to_string(),
+            ),
+        };
+        let old = wp
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"));
+        let since = match old {
+            Some(c) if c.status == status => {
+                serde_json::to_value(&c.last_transition_time).unwrap_or(json!(now))
+            }
+            _ => json!(now),
+        };
+        let patch = json!({"status": {
+            "digest": serving.as_ref().map(|(d, _)| d),
+            "plugin": plugin.as_ref().map(|p| p.name()),
+            "version": plugin.as_ref().map(|p| p.info().version.clone()),
+            "childKinds": plugin.as_ref().map(|p| p.info().child_kinds.clone()).unwrap_or_default(),
+            "lastError": error.map(ToString::to_string),
+            "observedGeneration": wp.metadata.generation,
+            "conditions": [{
+                "type": "Ready", "status": status, "reason": reason, "message": message,
+                "lastTransitionTime": since, "observedGeneration": wp.metadata.generation,
+            }],
+        }});
+        let api: Api<WasmPlugin> = Api::all(self.shared.client.clone());
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        Ok(())
+    }
+}
+
+/// Load options from a WasmPlugin's limits and instance mode.
+fn load_options(spec: &WasmPluginSpec) -> LoadOptions {
+    let defaults = Limits::default();
+    LoadOptions {
+        limits: Limits {
+            timeout: spec
+                .limits
+                .timeout_ms
+                .map_or(defaults.timeout, Duration::from_millis),
+            memory_bytes: spec
+                .limits
+                .memory_mib
+                .map_or(defaults.memory_bytes, |m| (m as usize) << 20),
+            fuel: spec.limits.fuel,
+        },
+        mode: match spec.instance_mode {
+            crd::InstanceMode::Fresh => InstanceMode::Fresh,
+            crd::InstanceMode::Reuse => InstanceMode::Reuse,
+        },
+    }
+}

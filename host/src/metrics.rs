@@ -1,0 +1,207 @@
+//! Prometheus metrics of the host (prometheus-client), served at `/metrics` by `admin.rs`.
+
+use std::sync::Mutex;
+
+use prometheus_client::{
+    encoding::{EncodeLabelSet, text::encode},
+    metrics::{
+        counter::Counter,
+        family::Family,
+        gauge::Gauge,
+        histogram::{Histogram, exponential_buckets},
+    },
+    registry::Registry,
+};
+
+use crate::runtime::CallStats;
+
+/// Labels of per-kind series.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindResult {
+    /// Parent kind (`group/version/Kind`).
+    pub kind: String,
+    /// `success` or the error reason.
+    pub result: String,
+}
+
+/// Labels of per-plugin series.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginOutcome {
+    /// Plugin name.
+    pub plugin: String,
+    /// `ok` or the error reason.
+    pub outcome: String,
+}
+
+/// Labels naming a plugin.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginLabel {
+    /// Plugin name.
+    pub plugin: String,
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn call_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 18))
+}
+
+fn reconcile_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_5, 2.0, 16))
+}
+
+/// Every metric the host exports.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Mutex<Registry>,
+    /// Reconciles by parent kind and result.
+    pub reconciles: Family<KindResult, Counter>,
+    /// Reconcile duration by parent kind and result.
+    pub reconcile_seconds: Histograms<KindResult>,
+    /// Plugin calls by plugin and outcome.
+    pub plugin_calls: Family<PluginOutcome, Counter>,
+    /// Plugin call duration by plugin.
+    pub plugin_call_seconds: Histograms<PluginLabel>,
+    /// The most linear memory a plugin's instance held in its last call.
+    pub plugin_memory_bytes: Family<PluginLabel, Gauge>,
+    /// Fuel used by a plugin's calls (when fuel is enabled).
+    pub plugin_fuel: Family<PluginLabel, Counter>,
+    /// Hot swaps by plugin and result (`swapped`, `unchanged` or the refusal reason).
+    pub hot_swaps: Family<PluginOutcome, Counter>,
+    /// Reconciles running now.
+    pub in_flight: Gauge,
+    /// 1 while this instance is the leader.
+    pub leader: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let m = Metrics {
+            registry: Mutex::new(Registry::with_prefix("windlass")),
+            reconciles: Family::default(),
+            reconcile_seconds: Family::new_with_constructor(reconcile_buckets),
+            plugin_calls: Family::default(),
+            plugin_call_seconds: Family::new_with_constructor(call_buckets),
+            plugin_memory_bytes: Family::default(),
+            plugin_fuel: Family::default(),
+            hot_swaps: Family::default(),
+            in_flight: Gauge::default(),
+            leader: Gauge::default(),
+        };
+        {
+            let mut r = m.registry.lock().unwrap_or_else(|e| e.into_inner());
+            r.register(
+                "reconciles",
+                "Reconciles by parent kind and result",
+                m.reconciles.clone(),
+            );
+            r.register(
+                "reconcile_seconds",
+                "Reconcile duration",
+                m.reconcile_seconds.clone(),
+            );
+            r.register(
+                "plugin_calls",
+                "Plugin calls by plugin and outcome",
+                m.plugin_calls.clone(),
+            );
+            r.register(
+                "plugin_call_seconds",
+                "Plugin call duration",
+                m.plugin_call_seconds.clone(),
+            );
+            r.register(
+                "plugin_memory_bytes",
+                "Peak linear memory of a plugin's last call",
+                m.plugin_memory_bytes.clone(),
+            );
+            r.register(
+                "plugin_fuel",
+                "Fuel used by plugin calls",
+                m.plugin_fuel.clone(),
+            );
+            r.register(
+                "hot_swaps",
+                "Plugin loads by plugin and result",
+                m.hot_swaps.clone(),
+            );
+            r.register(
+                "reconciles_in_flight",
+                "Reconciles running now",
+                m.in_flight.clone(),
+            );
+            r.register("leader", "1 while this instance leads", m.leader.clone());
+        }
+        m
+    }
+}
+
+impl Metrics {
+    /// Records one plugin call.
+    pub fn record_call(&self, plugin: &str, stats: &CallStats, outcome: &str) {
+        let label = PluginLabel {
+            plugin: plugin.to_string(),
+        };
+        self.plugin_calls
+            .get_or_create(&PluginOutcome {
+                plugin: plugin.to_string(),
+                outcome: outcome.to_string(),
+            })
+            .inc();
+        self.plugin_call_seconds
+            .get_or_create(&label)
+            .observe(stats.duration.as_secs_f64());
+        self.plugin_memory_bytes
+            .get_or_create(&label)
+            .set(i64::try_from(stats.memory_peak_bytes).unwrap_or(i64::MAX));
+        if let Some(fuel) = stats.fuel_consumed {
+            self.plugin_fuel.get_or_create(&label).inc_by(fuel);
+        }
+    }
+
+    /// The metrics in the Prometheus text format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        let registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
+        // Writing to a String cannot fail.
+        let _ = encode(&mut out, &registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_and_reconciles_show_up_in_the_text_format() {
+        let m = Metrics::default();
+        m.record_call(
+            "storage",
+            &CallStats {
+                memory_peak_bytes: 2048,
+                ..CallStats::default()
+            },
+            "ok",
+        );
+        m.reconciles
+            .get_or_create(&KindResult {
+                kind: "v1/Thing".into(),
+                result: "success".into(),
+            })
+            .inc();
+        let text = m.encode();
+        assert!(
+            text.contains(r#"windlass_plugin_calls_total{plugin="storage",outcome="ok"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"windlass_plugin_memory_bytes{plugin="storage"} 2048"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"windlass_reconciles_total{kind="v1/Thing",result="success"} 1"#),
+            "{text}"
+        );
+    }
+}
