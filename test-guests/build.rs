@@ -40,6 +40,8 @@ const COMPONENTS: &[(&str, &str, &str)] = &[
         "guest-future-contract",
         "guest_future_contract",
     ),
+    ("CHILDREN", "guest-children", "guest_children"),
+    ("CHILDREN_V2", "guest-children-v2", "guest_children_v2"),
 ];
 
 fn main() {

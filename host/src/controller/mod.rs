@@ -55,6 +55,12 @@ pub enum Error {
     /// A plugin of the pipeline failed or broke the policy.
     #[error(transparent)]
     Pipeline(#[from] pipeline::Error),
+    /// A new plugin version failed on an existing parent before it was swapped in.
+    #[error("canary reconcile of {parent} failed: {source}")]
+    Canary {
+        parent: String,
+        source: pipeline::Error,
+    },
     /// A kind is not served by the API server.
     #[error("kind {kind} is not served by the API server: {why}")]
     Discovery { kind: String, why: String },
@@ -81,6 +87,7 @@ impl Error {
             Error::Runtime(e) => e.reason(),
             Error::WrongParentKind { .. } => "WrongParentKind",
             Error::Pipeline(e) => e.reason(),
+            Error::Canary { source, .. } => source.reason(),
             Error::Discovery { .. } => "KindNotServed",
             Error::Apply { .. } => "ApplyFailed",
             Error::Prune { .. } => "PruneFailed",

@@ -13,18 +13,19 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     Api, ResourceExt,
-    api::{Patch, PatchParams},
+    api::{DynamicObject, ListParams, Patch, PatchParams},
+    core::TypeMeta,
     runtime::{WatchStreamExt, watcher},
 };
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::{Error, Shared, fetch};
+use super::{Error, Shared, apply::PARENT_UID_LABEL, fetch};
 use crate::{
     crd::{self, WasmPlugin, WasmPluginSpec},
     pipeline::{FailurePolicy, Stage},
     policy::Grants,
-    runtime::{InstanceMode, Limits, LoadOptions},
+    runtime::{InstanceMode, Limits, LoadOptions, Phase},
 };
 
 /// The state of the loader.
@@ -178,6 +179,7 @@ impl Loader {
                 crd::FailurePolicy::Ignore => FailurePolicy::Ignore,
             },
         };
+        self.canary(name, spec, &stage).await?;
         tracing::info!(
             wasm_plugin = name,
             plugin = stage.plugin.name(),
@@ -194,6 +196,58 @@ impl Loader {
             shared.runtime.forget(old);
         }
         Ok(true)
+    }
+
+    /// Runs the pipeline with the new version on a few existing parents, applying nothing. A
+    /// version that traps, times out, runs out of memory, returns forbidden output or refuses
+    /// its config there is refused before it serves anything. A parent the new version calls
+    /// invalid does not count against it.
+    async fn canary(&self, name: &str, spec: &WasmPluginSpec, stage: &Stage) -> Result<(), Error> {
+        const CANARY_PARENTS: u32 = 3;
+        let shared = &self.shared;
+        let Ok((resource, _)) = shared.discovery.resolve(&spec.parent.key()).await else {
+            return Ok(()); // no parents can exist yet
+        };
+        let pipeline = Arc::new(shared.registry.candidate(name, spec, stage.clone()));
+        let api: Api<DynamicObject> = Api::all_with(shared.client.clone(), &resource);
+        let parents = api.list(&ListParams::default().limit(CANARY_PARENTS)).await?;
+        for parent in parents.items.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()) {
+            let uid = parent.uid().unwrap_or_default();
+            let namespace = parent.namespace();
+            let mut observed = Vec::new();
+            let kinds: BTreeSet<String> = pipeline.stages.iter().flat_map(|s| s.observed_kinds().map(String::from)).collect();
+            for kind in kinds {
+                let Ok((ar, namespaced)) = shared.discovery.resolve(&kind).await else { continue };
+                let api: Api<DynamicObject> = match &namespace {
+                    Some(ns) if namespaced => Api::namespaced_with(shared.client.clone(), ns, &ar),
+                    _ => Api::all_with(shared.client.clone(), &ar),
+                };
+                let selector = format!("{PARENT_UID_LABEL}={uid}");
+                for mut child in api.list(&ListParams::default().labels(&selector)).await?.items {
+                    child.types = Some(TypeMeta { api_version: ar.api_version.clone(), kind: ar.kind.clone() });
+                    observed.push(serde_json::to_value(&child).unwrap_or_default());
+                }
+            }
+            let mut parent_obj = parent.clone();
+            parent_obj.types = Some(TypeMeta { api_version: resource.api_version.clone(), kind: resource.kind.clone() });
+            let parent_json = serde_json::to_value(&parent_obj).unwrap_or_default();
+            let run = pipeline.clone();
+            let now = jiff::Timestamp::now().to_string();
+            let result = tokio::task::spawn_blocking(move || run.run(Phase::Reconcile, &parent_json, &observed, &now))
+                .await
+                .map_err(|e| Error::Join(e.to_string()))?;
+            if let Err(e) = result
+                && e.plugin() == Some(stage.plugin.name())
+                && e.reason() != "InvalidParent"
+            {
+                let parent = match &namespace {
+                    Some(ns) => format!("{ns}/{}", parent.name_any()),
+                    None => parent.name_any(),
+                };
+                return Err(Error::Canary { parent, source: e });
+            }
+        }
+        Ok(())
     }
 
     /// Watches one ConfigMap (by name: least privilege) and reloads the WasmPlugins that point

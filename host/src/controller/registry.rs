@@ -110,6 +110,23 @@ impl Registry {
         self.bump(&mut state);
     }
 
+    /// The pipeline `install` would build, without installing it: for a canary run.
+    pub fn candidate(&self, wasm_plugin: &str, spec: &WasmPluginSpec, stage: Stage) -> Pipeline {
+        let state = self.lock();
+        let mut stages: Vec<(i32, String, Stage)> = state
+            .entries
+            .iter()
+            .filter(|(name, e)| e.parent == spec.parent && name.as_str() != wasm_plugin)
+            .map(|(name, e)| (e.order, name.clone(), e.stage.clone()))
+            .collect();
+        stages.push((spec.order, wasm_plugin.to_string(), stage));
+        stages.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        Pipeline {
+            stages: stages.into_iter().map(|(_, _, s)| s).collect(),
+            policy: Arc::new(state.policy.clone()),
+        }
+    }
+
     /// Removes a WasmPlugin; its kind's pipeline is rebuilt without it.
     pub fn remove(&self, wasm_plugin: &str) -> bool {
         let mut state = self.lock();
