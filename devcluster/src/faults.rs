@@ -1,0 +1,179 @@
+//! Fault injection: per-verb error rates (500, 429 with `Retry-After`, 409), added latency,
+//! watch streams cut every N seconds, and restarts that drop every connection and watch while
+//! the store (and so resourceVersion continuity) survives.
+//!
+//! Set at run time through [`Faults`] (from `DevCluster::faults()`) or over HTTP:
+//! `PUT /devcluster/faults` with a [`FaultConfig`] as JSON, `POST /devcluster/restart`.
+
+use crate::error::ApiError;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// An injected error: the HTTP code and the fraction of requests that get it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorRate {
+    /// 500, 429 or 409 (any code is answered as a `Status` with the matching reason).
+    pub code: u16,
+    /// 0.0 ..= 1.0.
+    pub rate: f64,
+    /// `Retry-After` seconds for 429s (default 1).
+    #[serde(default)]
+    pub retry_after_secs: Option<u64>,
+}
+
+/// Every fault, as set now.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FaultConfig {
+    /// By verb: `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, or `*` for all.
+    #[serde(default)]
+    pub errors: BTreeMap<String, ErrorRate>,
+    /// Added to every API request (default 0).
+    #[serde(default)]
+    pub latency_ms: u64,
+    /// Watch streams end after this many seconds (default: never, beyond `timeoutSeconds`).
+    #[serde(default)]
+    pub watch_cut_secs: Option<u64>,
+}
+
+/// The fault switchboard.
+#[derive(Debug)]
+pub struct Faults {
+    config: Mutex<FaultConfig>,
+    restarts: watch::Sender<u64>,
+    rng: AtomicU64,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        let seed = jiff::Timestamp::now().as_nanosecond() as u64 | 1;
+        Self {
+            config: Mutex::new(FaultConfig::default()),
+            restarts: watch::channel(0).0,
+            rng: AtomicU64::new(seed),
+        }
+    }
+}
+
+impl Faults {
+    /// The current configuration.
+    pub fn config(&self) -> FaultConfig {
+        self.config.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+
+    /// Replaces the whole configuration.
+    pub fn set(&self, config: FaultConfig) {
+        if let Ok(mut c) = self.config.lock() {
+            *c = config;
+        }
+    }
+
+    /// Makes a fraction `rate` of requests with `verb` (or `*`) fail with `code`.
+    pub fn set_error_rate(&self, verb: &str, code: u16, rate: f64) {
+        if let Ok(mut c) = self.config.lock() {
+            c.errors.insert(
+                verb.to_string(),
+                ErrorRate {
+                    code,
+                    rate,
+                    retry_after_secs: None,
+                },
+            );
+        }
+    }
+
+    /// Adds latency to every API request.
+    pub fn set_latency(&self, latency: Duration) {
+        if let Ok(mut c) = self.config.lock() {
+            c.latency_ms = latency.as_millis() as u64;
+        }
+    }
+
+    /// Cuts every watch stream after `every` (None: never).
+    pub fn set_watch_cut(&self, every: Option<Duration>) {
+        if let Ok(mut c) = self.config.lock() {
+            c.watch_cut_secs = every.map(|d| d.as_secs().max(1));
+        }
+    }
+
+    /// Removes every fault.
+    pub fn clear(&self) {
+        self.set(FaultConfig::default());
+    }
+
+    /// Drops every open connection and watch; the store and its resourceVersions stay.
+    pub fn restart(&self) {
+        self.restarts.send_modify(|n| *n += 1);
+    }
+
+    /// A receiver that changes on each restart (connections and watches end on a change).
+    pub fn restarts(&self) -> watch::Receiver<u64> {
+        self.restarts.subscribe()
+    }
+
+    fn random(&self) -> f64 {
+        // xorshift64*: uniform enough for fault rates, lock-free.
+        let mut x = self.rng.load(Ordering::Relaxed);
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng.store(x, Ordering::Relaxed);
+        (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// The injected latency and error, if any, for one request with `verb`.
+    pub fn decide(&self, verb: &str) -> (Duration, Option<ApiError>) {
+        let c = self.config();
+        let latency = Duration::from_millis(c.latency_ms);
+        let rate = c.errors.get(verb).or_else(|| c.errors.get("*")).copied();
+        let err = rate.filter(|r| self.random() < r.rate).map(|r| match r.code {
+            429 => ApiError::too_many_requests(r.retry_after_secs.unwrap_or(1)),
+            409 => ApiError::conflict("", "injected", "fault", "the object has been modified; please apply your changes to the latest version and try again"),
+            code => {
+                let mut e = ApiError::internal(format!("injected fault on {verb}"));
+                e.code = code;
+                e
+            }
+        });
+        (latency, err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_rate_always_fails_and_a_zero_rate_never_does() {
+        let f = Faults::default();
+        f.set_error_rate("create", 429, 1.0);
+        f.set_error_rate("get", 500, 0.0);
+        let (_, e) = f.decide("create");
+        let e = e.expect("injected");
+        assert_eq!((e.code, e.retry_after), (429, Some(1)));
+        assert!((0..100).all(|_| f.decide("get").1.is_none()));
+        assert!(f.decide("list").1.is_none());
+    }
+
+    #[test]
+    fn half_rate_fails_roughly_half_the_time() {
+        let f = Faults::default();
+        f.set_error_rate("*", 500, 0.5);
+        let failed = (0..2000).filter(|_| f.decide("patch").1.is_some()).count();
+        assert!((700..1300).contains(&failed), "{failed}");
+    }
+
+    #[test]
+    fn the_config_round_trips_as_json() {
+        let json =
+            r#"{"errors":{"create":{"code":500,"rate":0.25}},"latencyMs":5,"watchCutSecs":2}"#;
+        let c: FaultConfig = serde_json::from_str(json).expect("parses");
+        assert_eq!(c.errors["create"].rate, 0.25);
+        assert_eq!(c.watch_cut_secs, Some(2));
+    }
+}

@@ -1,0 +1,203 @@
+//! Garbage collection and deletion finalizers the API server itself handles: ownerReference
+//! cascades (Background), `foregroundDeletion`, `orphan`, and namespace termination.
+//!
+//! # Guarantees
+//! - A dependent whose owners are all gone is deleted (its own dependents follow in turn).
+//! - An owner deleted with Foreground stays (with `deletionTimestamp`) until its dependents
+//!   are gone; with Orphan, its dependents lose the ownerReference and survive.
+//! - A terminating namespace is emptied, then removed.
+
+use crate::api::{Cluster, DeleteOpts};
+use crate::store::Change;
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Runs the collector until the task is dropped: a sweep after every deletion (and every
+/// write of a terminating object), and every few seconds regardless.
+pub async fn run(cluster: Arc<Cluster>) {
+    loop {
+        let _ =
+            tokio::time::timeout(Duration::from_secs(2), cluster.store.gc_wake.notified()).await;
+        for _ in 0..50 {
+            if !sweep(&cluster) {
+                break;
+            }
+        }
+    }
+}
+
+fn id(obj: &Value) -> (&str, &str, &str) {
+    let m = &obj["metadata"];
+    (
+        m["uid"].as_str().unwrap_or_default(),
+        m["namespace"].as_str().unwrap_or_default(),
+        m["name"].as_str().unwrap_or_default(),
+    )
+}
+
+fn finalizers(obj: &Value) -> Vec<String> {
+    obj["metadata"]["finalizers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f.as_str().map(String::from))
+        .collect()
+}
+
+fn owner_uids(obj: &Value) -> Vec<String> {
+    obj["metadata"]["ownerReferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["uid"].as_str().map(String::from))
+        .collect()
+}
+
+/// Removes one finalizer; the object goes when none is left and it is being deleted.
+fn drop_finalizer(cluster: &Cluster, key: &str, ns: &str, name: &str, finalizer: &str) {
+    let _ = cluster.store.mutate(key, ns, name, false, |cur| {
+        let Some(cur) = cur else {
+            return Ok((Change::Keep, ()));
+        };
+        let mut obj = (**cur).clone();
+        if let Some(list) = obj["metadata"]["finalizers"].as_array_mut() {
+            list.retain(|f| f != finalizer);
+        }
+        let empty = obj["metadata"]["finalizers"]
+            .as_array()
+            .is_none_or(Vec::is_empty);
+        if empty && obj["metadata"].get("deletionTimestamp").is_some() {
+            return Ok((Change::Delete, ()));
+        }
+        Ok((Change::Put(obj), ()))
+    });
+}
+
+fn delete(cluster: &Cluster, key: &str, ns: &str, name: &str) {
+    if let Some(rt) = cluster.resource(key) {
+        let _ = cluster.delete(
+            &rt,
+            ns,
+            name,
+            &DeleteOpts {
+                propagation: Some("Background".into()),
+                ..DeleteOpts::default()
+            },
+        );
+    }
+}
+
+/// One pass. Returns whether it changed anything.
+pub fn sweep(cluster: &Cluster) -> bool {
+    let all = cluster.store.all_objects();
+    let uids: HashSet<&str> = all.iter().map(|(_, o)| id(o).0).collect();
+    let mut dependents: HashMap<String, Vec<(String, Arc<Value>)>> = HashMap::new();
+    let mut changed = false;
+    for (key, obj) in &all {
+        let owners = owner_uids(obj);
+        if owners.is_empty() {
+            continue;
+        }
+        for o in &owners {
+            dependents
+                .entry(o.clone())
+                .or_default()
+                .push((key.clone(), obj.clone()));
+        }
+        if owners.iter().all(|o| !uids.contains(o.as_str()))
+            && obj["metadata"].get("deletionTimestamp").is_none()
+        {
+            let (_, ns, name) = id(obj);
+            delete(cluster, key, ns, name);
+            changed = true;
+        }
+    }
+    for (key, obj) in all
+        .iter()
+        .filter(|(_, o)| o["metadata"].get("deletionTimestamp").is_some())
+    {
+        let (uid, ns, name) = id(obj);
+        let fins = finalizers(obj);
+        let deps = dependents.get(uid).cloned().unwrap_or_default();
+        if fins.iter().any(|f| f == "orphan") {
+            for (dkey, dep) in &deps {
+                let (_, dns, dname) = id(dep);
+                let _ = cluster.store.mutate(dkey, dns, dname, false, |cur| {
+                    let Some(cur) = cur else {
+                        return Ok((Change::Keep, ()));
+                    };
+                    let mut d = (**cur).clone();
+                    if let Some(refs) = d["metadata"]["ownerReferences"].as_array_mut() {
+                        refs.retain(|r| r["uid"] != uid);
+                        if refs.is_empty() {
+                            if let Some(m) = d["metadata"].as_object_mut() {
+                                m.remove("ownerReferences");
+                            }
+                        }
+                    }
+                    Ok((Change::Put(d), ()))
+                });
+            }
+            drop_finalizer(cluster, key, ns, name, "orphan");
+            changed = true;
+        } else if fins.iter().any(|f| f == "foregroundDeletion") {
+            if deps.is_empty() {
+                drop_finalizer(cluster, key, ns, name, "foregroundDeletion");
+                changed = true;
+            } else {
+                for (dkey, dep) in deps
+                    .iter()
+                    .filter(|(_, d)| d["metadata"].get("deletionTimestamp").is_none())
+                {
+                    let (_, dns, dname) = id(dep);
+                    if let Some(rt) = cluster.resource(dkey) {
+                        let _ = cluster.delete(
+                            &rt,
+                            dns,
+                            dname,
+                            &DeleteOpts {
+                                propagation: Some("Foreground".into()),
+                                ..DeleteOpts::default()
+                            },
+                        );
+                        changed = true;
+                    }
+                }
+            }
+        }
+        if key == "/namespaces" {
+            changed |= terminate_namespace(cluster, &all, name);
+        }
+    }
+    changed
+}
+
+fn terminate_namespace(cluster: &Cluster, all: &[(String, Arc<Value>)], ns: &str) -> bool {
+    let contents: Vec<&(String, Arc<Value>)> = all
+        .iter()
+        .filter(|(k, o)| k != "/namespaces" && o["metadata"]["namespace"] == ns)
+        .collect();
+    let mut did = false;
+    for (key, obj) in &contents {
+        if obj["metadata"].get("deletionTimestamp").is_none() {
+            delete(cluster, key, ns, id(obj).2);
+            did = true;
+        }
+    }
+    if contents.is_empty() {
+        let _ = cluster.store.mutate("/namespaces", "", ns, false, |cur| {
+            Ok((
+                if cur.is_some() {
+                    Change::Delete
+                } else {
+                    Change::Keep
+                },
+                (),
+            ))
+        });
+        did = true;
+    }
+    did
+}

@@ -1,0 +1,476 @@
+//! The HTTP API: path routing, verbs, list/get/Table responses, fault injection per request.
+
+pub mod discovery;
+pub mod openapi;
+pub mod table;
+pub mod watch;
+
+use crate::api::{Cluster, DeleteOpts, WriteOpts};
+use crate::error::{ApiError, Result};
+use crate::faults::FaultConfig;
+use crate::patch::PatchType;
+use crate::resources::ResourceType;
+use crate::selector::{FieldSelector, LabelSelector};
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, Method, Uri};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What handlers share.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    /// The cluster.
+    pub cluster: Arc<Cluster>,
+    /// `host:port`, for `/api`'s serverAddressByClientCIDRs.
+    pub addr: String,
+    /// Interval between watch bookmarks.
+    pub bookmark_every: Duration,
+}
+
+/// The router: everything goes through one dispatcher, since Kubernetes paths are not a fixed
+/// set of routes (CRDs add resources at run time).
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .fallback(dispatch)
+        .layer(DefaultBodyLimit::max(16 << 20))
+        .with_state(state)
+}
+
+fn json_response(code: u16, v: &Value) -> Response {
+    Response::builder()
+        .status(code)
+        .header("content-type", "application/json")
+        .body(Body::from(v.to_string()))
+        .unwrap_or_default()
+}
+
+fn ok(v: &Value) -> Response {
+    json_response(200, v)
+}
+
+async fn dispatch(
+    State(st): State<AppState>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let query: HashMap<String, String> = axum::extract::Query::try_from_uri(&uri)
+        .map(|q| q.0)
+        .unwrap_or_default();
+    let path = uri.path().trim_matches('/').to_string();
+    let segs: Vec<&str> = if path.is_empty() {
+        Vec::new()
+    } else {
+        path.split('/').collect()
+    };
+    let reg = &st.cluster.registry;
+    let result: Result<Response> = match (method.as_str(), segs.as_slice()) {
+        ("GET", ["version"]) => Ok(ok(&discovery::version())),
+        ("GET", ["healthz" | "livez" | "readyz"]) => Ok("ok".into_response()),
+        ("GET", ["api"]) => Ok(ok(&discovery::core_versions(&st.addr))),
+        ("GET", ["apis"]) => Ok(ok(&discovery::group_list(reg))),
+        ("GET", ["apis", g]) => discovery::group(reg, g)
+            .map(|v| ok(&v))
+            .ok_or_else(|| ApiError::no_route(uri.path())),
+        ("GET", ["api", v]) => discovery::resource_list(reg, "", v)
+            .map(|v| ok(&v))
+            .ok_or_else(|| ApiError::no_route(uri.path())),
+        ("GET", ["apis", g, v]) => discovery::resource_list(reg, g, v)
+            .map(|v| ok(&v))
+            .ok_or_else(|| ApiError::no_route(uri.path())),
+        ("GET", ["openapi", "v3"]) => Ok(ok(&openapi::index(reg))),
+        ("GET", ["openapi", "v3", "api", v]) => Ok(ok(&openapi::doc(reg, "", v))),
+        ("GET", ["openapi", "v3", "apis", g, v]) => Ok(ok(&openapi::doc(reg, g, v))),
+        ("GET", ["devcluster", "faults"]) => Ok(ok(&serde_json::to_value(
+            st.cluster.faults.config(),
+        )
+        .unwrap_or_default())),
+        ("PUT" | "POST", ["devcluster", "faults"]) => {
+            match serde_json::from_slice::<FaultConfig>(&body) {
+                Ok(c) => {
+                    st.cluster.faults.set(c);
+                    Ok(ok(
+                        &serde_json::to_value(st.cluster.faults.config()).unwrap_or_default()
+                    ))
+                }
+                Err(e) => Err(ApiError::bad_request(format!("invalid fault config: {e}"))),
+            }
+        }
+        ("POST", ["devcluster", "restart"]) => {
+            st.cluster.faults.restart();
+            Ok(ok(&json!({"restarted": true})))
+        }
+        ("POST", ["devcluster", "compact"]) => {
+            st.cluster.store.compact();
+            Ok(ok(&json!({"compacted": st.cluster.store.current_rv()})))
+        }
+        (_, ["api", v, rest @ ..]) if !rest.is_empty() => {
+            resource(
+                &st,
+                &method,
+                "",
+                v,
+                rest,
+                &query,
+                &headers,
+                &body,
+                uri.path(),
+            )
+            .await
+        }
+        (_, ["apis", g, v, rest @ ..]) if !rest.is_empty() => {
+            resource(
+                &st,
+                &method,
+                g,
+                v,
+                rest,
+                &query,
+                &headers,
+                &body,
+                uri.path(),
+            )
+            .await
+        }
+        _ => Err(ApiError::no_route(uri.path())),
+    };
+    result.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// A resolved resource path.
+struct Target {
+    rt: Arc<ResourceType>,
+    ns: Option<String>,
+    name: Option<String>,
+    sub: Option<String>,
+}
+
+fn resolve(st: &AppState, group: &str, version: &str, rest: &[&str], path: &str) -> Result<Target> {
+    let reg = &st.cluster.registry;
+    if rest.len() >= 3 && rest[0] == "namespaces" {
+        if let Some(rt) = reg.find(group, version, rest[2]).filter(|r| r.namespaced) {
+            if rest.len() > 5 {
+                return Err(ApiError::no_route(path));
+            }
+            return Ok(Target {
+                rt,
+                ns: Some(rest[1].to_string()),
+                name: rest.get(3).map(|s| s.to_string()),
+                sub: rest.get(4).map(|s| s.to_string()),
+            });
+        }
+    }
+    let rt = reg
+        .find(group, version, rest[0])
+        .ok_or_else(|| ApiError::no_route(path))?;
+    if rest.len() > 3 {
+        return Err(ApiError::no_route(path));
+    }
+    Ok(Target {
+        rt,
+        ns: None,
+        name: rest.get(1).map(|s| s.to_string()),
+        sub: rest.get(2).map(|s| s.to_string()),
+    })
+}
+
+fn field_manager(query: &HashMap<String, String>, headers: &HeaderMap) -> String {
+    if let Some(m) = query.get("fieldManager").filter(|m| !m.is_empty()) {
+        return m.clone();
+    }
+    let ua = headers
+        .get("user-agent")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("unknown");
+    ua.split('/').next().unwrap_or("unknown").to_string()
+}
+
+fn present(obj: &Value, rt: &ResourceType, version: &str) -> Value {
+    let mut o = obj.clone();
+    if o["apiVersion"].as_str() != Some(&rt.api_version(version)) && o["kind"] == rt.kind.as_str() {
+        o["apiVersion"] = json!(rt.api_version(version));
+    }
+    o
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn resource(
+    st: &AppState,
+    method: &Method,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: &Bytes,
+    path: &str,
+) -> Result<Response> {
+    let t = resolve(st, group, version, rest, path)?;
+    let rt = t.rt.clone();
+    if !rt.namespaced && t.ns.is_some() {
+        return Err(ApiError::no_route(path));
+    }
+    if let Some(sub) = &t.sub {
+        if sub != "status" || !(rt.status_subresource || rt.kind == "Namespace") {
+            return Err(ApiError::no_route(path));
+        }
+    }
+    let watch = query.get("watch").is_some_and(|w| w == "true" || w == "1");
+    let verb = match (method.as_str(), t.name.is_some()) {
+        ("GET", true) => "get",
+        ("GET", false) if watch => "watch",
+        ("GET", false) => "list",
+        ("POST", false) => "create",
+        ("PUT", true) => "update",
+        ("PATCH", true) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        _ => {
+            return Err(ApiError::method_not_allowed(format!(
+                "{method} is not supported on {path}"
+            )));
+        }
+    };
+    let (latency, injected) = st.cluster.faults.decide(verb);
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    if let Some(e) = injected {
+        return Err(e);
+    }
+    let cluster = &st.cluster;
+    let ns = t.ns.clone().unwrap_or_default();
+    let accept = headers
+        .get("accept")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let as_table = table::wants_table(accept);
+    let include = query
+        .get("includeObject")
+        .map(String::as_str)
+        .unwrap_or("Metadata");
+    let opts = WriteOpts {
+        dry_run: query.get("dryRun").is_some_and(|d| d == "All"),
+        field_manager: field_manager(query, headers),
+        force: query.get("force").is_some_and(|f| f == "true"),
+        subresource: t.sub.clone().unwrap_or_default(),
+        strict: query.get("fieldValidation").is_some_and(|v| v == "Strict"),
+    };
+    let parse_body = || -> Result<Value> {
+        serde_json::from_slice(body)
+            .or_else(|_| serde_yaml::from_slice(body))
+            .map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))
+    };
+    let name = t.name.clone().unwrap_or_default();
+    match verb {
+        "get" => {
+            let obj = cluster.get(&rt, &ns, &name)?;
+            if as_table {
+                return Ok(ok(&table::table(
+                    &rt,
+                    &[Arc::new(present(&obj, &rt, version))],
+                    cluster.store.current_rv(),
+                    None,
+                    include,
+                )));
+            }
+            Ok(ok(&present(&obj, &rt, version)))
+        }
+        "list" => list(st, &rt, version, t.ns.as_deref(), query, as_table, include),
+        "watch" => {
+            let since = match query.get("resourceVersion").map(String::as_str) {
+                None | Some("") => None,
+                Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
+                    ApiError::bad_request(format!("invalid resourceVersion {rv:?}"))
+                })?),
+            };
+            let req = watch::WatchRequest {
+                rt: rt.clone(),
+                version: version.to_string(),
+                namespace: t.ns.clone(),
+                labels: LabelSelector::parse(
+                    query.get("labelSelector").map(String::as_str).unwrap_or(""),
+                )?,
+                fields: FieldSelector::parse(
+                    query.get("fieldSelector").map(String::as_str).unwrap_or(""),
+                )?,
+                since,
+                bookmarks: query
+                    .get("allowWatchBookmarks")
+                    .is_some_and(|b| b == "true"),
+                initial_events: query.get("sendInitialEvents").is_some_and(|b| b == "true"),
+                timeout: query
+                    .get("timeoutSeconds")
+                    .and_then(|s| s.parse().ok())
+                    .map(Duration::from_secs),
+                table: as_table,
+                bookmark_every: st.bookmark_every,
+            };
+            Ok(watch::start(cluster.clone(), req))
+        }
+        "create" => {
+            let obj = cluster.create(&rt, version, t.ns.as_deref(), parse_body()?, &opts)?;
+            Ok(json_response(201, &present(&obj, &rt, version)))
+        }
+        "update" => {
+            let obj = cluster.update(&rt, version, &ns, &name, parse_body()?, &opts)?;
+            Ok(ok(&present(&obj, &rt, version)))
+        }
+        "patch" => {
+            let ct = headers
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            let kind = PatchType::from_content_type(ct)?;
+            let obj = cluster.patch(&rt, version, &ns, &name, kind, body, &opts)?;
+            Ok(ok(&present(&obj, &rt, version)))
+        }
+        "delete" => {
+            let body: Value = if body.is_empty() {
+                json!({})
+            } else {
+                parse_body()?
+            };
+            let dopts = DeleteOpts {
+                dry_run: opts.dry_run
+                    || body["dryRun"]
+                        .as_array()
+                        .is_some_and(|d| d.iter().any(|x| x == "All")),
+                propagation: query
+                    .get("propagationPolicy")
+                    .cloned()
+                    .or_else(|| body["propagationPolicy"].as_str().map(String::from)),
+                uid: body["preconditions"]["uid"].as_str().map(String::from),
+                resource_version: body["preconditions"]["resourceVersion"]
+                    .as_str()
+                    .map(String::from),
+            };
+            let obj = cluster.delete(&rt, &ns, &name, &dopts)?;
+            Ok(ok(&present(&obj, &rt, version)))
+        }
+        _ => {
+            let labels =
+                LabelSelector::parse(query.get("labelSelector").map(String::as_str).unwrap_or(""))?;
+            let fields =
+                FieldSelector::parse(query.get("fieldSelector").map(String::as_str).unwrap_or(""))?;
+            let (items, _) = cluster.store.list(&rt.key(), t.ns.as_deref());
+            let dopts = DeleteOpts {
+                dry_run: opts.dry_run,
+                ..DeleteOpts::default()
+            };
+            let mut deleted = Vec::new();
+            for o in items
+                .iter()
+                .filter(|o| labels.matches(o) && fields.matches(o))
+            {
+                let n = o["metadata"]["name"].as_str().unwrap_or_default();
+                let ons = o["metadata"]["namespace"].as_str().unwrap_or_default();
+                if let Ok(d) = cluster.delete(&rt, ons, n, &dopts) {
+                    deleted.push(present(&d, &rt, version));
+                }
+            }
+            Ok(ok(
+                &json!({"kind": format!("{}List", rt.kind), "apiVersion": rt.api_version(version),
+                "metadata": {"resourceVersion": cluster.store.current_rv().to_string()}, "items": deleted}),
+            ))
+        }
+    }
+}
+
+/// A list, with selectors and `limit`/`continue` (the token carries the first page's
+/// resourceVersion and the last key returned).
+fn list(
+    st: &AppState,
+    rt: &ResourceType,
+    version: &str,
+    ns: Option<&str>,
+    query: &HashMap<String, String>,
+    as_table: bool,
+    include: &str,
+) -> Result<Response> {
+    let labels =
+        LabelSelector::parse(query.get("labelSelector").map(String::as_str).unwrap_or(""))?;
+    let fields =
+        FieldSelector::parse(query.get("fieldSelector").map(String::as_str).unwrap_or(""))?;
+    let limit: usize = query
+        .get("limit")
+        .and_then(|l| l.parse().ok())
+        .filter(|l| *l > 0)
+        .unwrap_or(usize::MAX);
+    let (items, now_rv) = st.cluster.store.list(&rt.key(), ns);
+    let (rv, after) = match query.get("continue").filter(|c| !c.is_empty()) {
+        Some(token) => {
+            let mut parts = token.splitn(3, '|');
+            let rv = parts
+                .next()
+                .and_then(|r| r.parse::<u64>().ok())
+                .ok_or_else(|| ApiError::bad_request("invalid continue token"))?;
+            let after = (
+                parts.next().unwrap_or_default().to_string(),
+                parts.next().unwrap_or_default().to_string(),
+            );
+            (rv, Some(after))
+        }
+        None => (now_rv, None),
+    };
+    let key = |o: &Value| {
+        (
+            o["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            o["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        )
+    };
+    let matching: Vec<&Arc<Value>> = items
+        .iter()
+        .filter(|o| after.as_ref().is_none_or(|a| key(o) > *a))
+        .filter(|o| labels.matches(o) && fields.matches(o))
+        .collect();
+    let page: Vec<Arc<Value>> = matching.iter().take(limit).map(|o| (*o).clone()).collect();
+    let remaining = matching.len().saturating_sub(page.len());
+    let cont = (remaining > 0).then(|| {
+        let (n, m) = page.last().map(|o| key(o)).unwrap_or_default();
+        format!("{rv}|{n}|{m}")
+    });
+    if as_table {
+        let shown: Vec<Arc<Value>> = page
+            .iter()
+            .map(|o| Arc::new(present(o, rt, version)))
+            .collect();
+        return Ok(ok(&table::table(rt, &shown, rv, cont.as_deref(), include)));
+    }
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if let Some(c) = &cont {
+        meta["continue"] = json!(c);
+        meta["remainingItemCount"] = json!(remaining);
+    }
+    let api_version = rt.api_version(version);
+    let mut out = Vec::with_capacity(page.len() * 512 + 256);
+    out.extend_from_slice(format!("{{\"kind\":\"{}List\",\"apiVersion\":\"{api_version}\",\"metadata\":{meta},\"items\":[", rt.kind).as_bytes());
+    for (i, o) in page.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let shown = if o["apiVersion"].as_str() == Some(&api_version) {
+            None
+        } else {
+            Some(present(o, rt, version))
+        };
+        let _ = serde_json::to_writer(&mut out, shown.as_ref().unwrap_or(o));
+    }
+    out.extend_from_slice(b"]}");
+    Ok(Response::builder()
+        .header("content-type", "application/json")
+        .body(Body::from(out))
+        .unwrap_or_default())
+}

@@ -1,0 +1,173 @@
+//! `meta.k8s.io/v1` Table responses, which `kubectl get` asks for: NAME, the kind's printer
+//! columns (a CRD's additionalPrinterColumns), and AGE where the kind has no columns of its own.
+
+use crate::resources::{PrinterColumn, ResourceType};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// Whether an `Accept` header asks for a Table.
+pub fn wants_table(accept: &str) -> bool {
+    accept
+        .split(',')
+        .next()
+        .is_some_and(|first| first.contains("as=Table"))
+}
+
+fn columns(rt: &ResourceType) -> Vec<PrinterColumn> {
+    let mut cols = rt.printer_columns.clone();
+    if rt.builtin || cols.is_empty() {
+        cols.push(PrinterColumn {
+            name: "Age".into(),
+            type_: "date".into(),
+            json_path: ".metadata.creationTimestamp".into(),
+            priority: 0,
+            description: String::new(),
+        });
+    }
+    cols
+}
+
+/// The column definitions.
+pub fn definitions(rt: &ResourceType) -> Value {
+    let mut defs = vec![
+        json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0}),
+    ];
+    for c in columns(rt) {
+        defs.push(json!({"name": c.name, "type": c.type_, "format": "", "description": c.description, "priority": c.priority}));
+    }
+    Value::Array(defs)
+}
+
+/// One row: cells and the object (whole, or its metadata only, per `includeObject`).
+pub fn row(rt: &ResourceType, obj: &Value, include: &str) -> Value {
+    let mut cells = vec![obj["metadata"]["name"].clone()];
+    for c in columns(rt) {
+        cells.push(cell(&c, obj));
+    }
+    let object = match include {
+        "None" => Value::Null,
+        "Object" => obj.clone(),
+        _ => {
+            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]})
+        }
+    };
+    json!({"cells": cells, "object": object})
+}
+
+/// A whole Table.
+pub fn table(
+    rt: &ResourceType,
+    items: &[Arc<Value>],
+    rv: u64,
+    cont: Option<&str>,
+    include: &str,
+) -> Value {
+    let rows: Vec<Value> = items.iter().map(|o| row(rt, o, include)).collect();
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if let Some(c) = cont {
+        meta["continue"] = json!(c);
+    }
+    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "columnDefinitions": definitions(rt), "rows": rows})
+}
+
+fn cell(c: &PrinterColumn, obj: &Value) -> Value {
+    if c.json_path == ".status.containerStatuses" {
+        let total = obj["spec"]["containers"].as_array().map_or(0, Vec::len);
+        let ready = obj["status"]["containerStatuses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|s| s["ready"] == true)
+            .count();
+        return json!(format!("{ready}/{total}"));
+    }
+    let v = eval(obj, &c.json_path);
+    match (c.type_.as_str(), v) {
+        ("date", Some(Value::String(ts))) => json!(age(&ts)),
+        (_, Some(v)) => v,
+        ("integer" | "number", None) => json!(0),
+        (_, None) => json!("<none>"),
+    }
+}
+
+/// A JSONPath subset: `.a.b`, `.a[0]`, `.a[?(@.type=="Ready")].status`.
+pub fn eval(obj: &Value, path: &str) -> Option<Value> {
+    let mut cur = obj.clone();
+    let mut rest = path
+        .trim()
+        .trim_start_matches('{')
+        .trim_end_matches('}')
+        .trim_start_matches('.');
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('[') {
+            let end = r.find(']')?;
+            let inner = &r[..end];
+            rest = r[end + 1..].trim_start_matches('.');
+            if let Some(filter) = inner.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')')) {
+                let (k, v) = filter.split_once("==")?;
+                let want = v.trim().trim_matches('"').trim_matches('\'');
+                cur = cur
+                    .as_array()?
+                    .iter()
+                    .find(|i| i[k.trim()].as_str() == Some(want))?
+                    .clone();
+            } else {
+                cur = cur.get(inner.parse::<usize>().ok()?)?.clone();
+            }
+            continue;
+        }
+        let end = rest.find(['.', '[']).unwrap_or(rest.len());
+        cur = cur.get(&rest[..end])?.clone();
+        rest = rest[end..].trim_start_matches('.');
+    }
+    (!cur.is_null()).then_some(cur)
+}
+
+/// kubectl's human duration since an RFC 3339 timestamp (`5s`, `3m12s`, `4h`, `2d`).
+pub fn age(ts: &str) -> String {
+    let Ok(t) = ts.parse::<jiff::Timestamp>() else {
+        return "<unknown>".into();
+    };
+    let secs = (jiff::Timestamp::now().as_second() - t.as_second()).max(0);
+    let (m, h, d) = (secs / 60, secs / 3600, secs / 86400);
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 600 => {
+            if s % 60 == 0 {
+                format!("{m}m")
+            } else {
+                format!("{m}m{}s", s % 60)
+            }
+        }
+        s if s < 3 * 3600 => format!("{m}m"),
+        s if s < 8 * 3600 => format!("{h}h{}m", (s % 3600) / 60),
+        s if s < 48 * 3600 => format!("{h}h"),
+        s if s < 8 * 86400 => format!("{d}d{}h", (s % 86400) / 3600),
+        _ => format!("{d}d"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jsonpath_subset_reads_fields_indices_and_filters() {
+        let obj = json!({"spec": {"size": 3, "l": ["a", "b"]}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+        assert_eq!(eval(&obj, ".spec.size"), Some(json!(3)));
+        assert_eq!(eval(&obj, ".spec.l[1]"), Some(json!("b")));
+        assert_eq!(
+            eval(&obj, r#".status.conditions[?(@.type=="Ready")].status"#),
+            Some(json!("True"))
+        );
+        assert_eq!(eval(&obj, ".spec.missing"), None);
+    }
+
+    #[test]
+    fn only_an_accept_header_preferring_tables_gets_one() {
+        assert!(wants_table(
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+        ));
+        assert!(!wants_table("application/json"));
+    }
+}

@@ -1,0 +1,410 @@
+//! The kinds the server serves: the built-in table and those that CRDs add at run time.
+
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+/// An `additionalPrinterColumns` entry (or a built-in kind's column): a column of `kubectl get`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrinterColumn {
+    /// Column header.
+    pub name: String,
+    /// OpenAPI type: string, integer, number, boolean, date.
+    pub type_: String,
+    /// JSONPath-like path (`.spec.replicas`), simple dotted form only.
+    pub json_path: String,
+    /// 0 shows in the default view; more only with `-o wide`.
+    pub priority: i64,
+    /// Shown in `kubectl explain`-like places.
+    pub description: String,
+}
+
+/// One served resource (all served versions of it).
+#[derive(Debug, Clone)]
+pub struct ResourceType {
+    /// API group, empty for the core group.
+    pub group: String,
+    /// Served versions; the first is the preferred (and storage) version.
+    pub versions: Vec<String>,
+    /// `Kind`.
+    pub kind: String,
+    /// `pods`.
+    pub plural: String,
+    /// `pod`.
+    pub singular: String,
+    /// Whether objects live in a namespace.
+    pub namespaced: bool,
+    /// `po`.
+    pub short_names: Vec<String>,
+    /// `all`…
+    pub categories: Vec<String>,
+    /// Whether `/status` is a separate subresource (status ignored on the main resource).
+    pub status_subresource: bool,
+    /// Printer columns after NAME (AGE is added where the kind has none of its own).
+    pub printer_columns: Vec<PrinterColumn>,
+    /// openAPIV3Schema per version, for CRDs.
+    pub schemas: HashMap<String, Value>,
+    /// True for the built-in table, false for CRD-defined kinds.
+    pub builtin: bool,
+}
+
+impl ResourceType {
+    /// The storage key: `group/plural`, the same for every version.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.group, self.plural)
+    }
+
+    /// `apiVersion` for a version: `v1` or `group/v1`.
+    pub fn api_version(&self, version: &str) -> String {
+        if self.group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{}/{version}", self.group)
+        }
+    }
+
+    /// The preferred version.
+    pub fn preferred_version(&self) -> &str {
+        self.versions.first().map(String::as_str).unwrap_or("v1")
+    }
+
+    /// The verbs listed in discovery.
+    pub fn verbs(&self) -> Vec<&'static str> {
+        vec![
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        ]
+    }
+}
+
+fn builtin(
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+    namespaced: bool,
+    short: &[&str],
+    status: bool,
+) -> ResourceType {
+    ResourceType {
+        group: group.into(),
+        versions: vec![version.into()],
+        kind: kind.into(),
+        plural: plural.into(),
+        singular: kind.to_lowercase(),
+        namespaced,
+        short_names: short.iter().map(|s| s.to_string()).collect(),
+        categories: Vec::new(),
+        status_subresource: status,
+        printer_columns: Vec::new(),
+        schemas: HashMap::new(),
+        builtin: true,
+    }
+}
+
+fn col(name: &str, type_: &str, path: &str) -> PrinterColumn {
+    PrinterColumn {
+        name: name.into(),
+        type_: type_.into(),
+        json_path: path.into(),
+        priority: 0,
+        description: String::new(),
+    }
+}
+
+/// The built-in kinds: what the issue lists, with the real server's short names and scopes.
+pub fn builtins() -> Vec<ResourceType> {
+    let mut all = vec![
+        builtin("", "v1", "Namespace", "namespaces", false, &["ns"], true),
+        builtin("", "v1", "ConfigMap", "configmaps", true, &["cm"], false),
+        builtin("", "v1", "Secret", "secrets", true, &[], false),
+        builtin("", "v1", "Service", "services", true, &["svc"], true),
+        builtin("", "v1", "Pod", "pods", true, &["po"], true),
+        builtin(
+            "",
+            "v1",
+            "PersistentVolumeClaim",
+            "persistentvolumeclaims",
+            true,
+            &["pvc"],
+            true,
+        ),
+        builtin(
+            "",
+            "v1",
+            "PersistentVolume",
+            "persistentvolumes",
+            false,
+            &["pv"],
+            true,
+        ),
+        builtin("", "v1", "Event", "events", true, &["ev"], false),
+        builtin(
+            "",
+            "v1",
+            "ServiceAccount",
+            "serviceaccounts",
+            true,
+            &["sa"],
+            false,
+        ),
+        builtin("", "v1", "Node", "nodes", false, &["no"], true),
+        builtin(
+            "apps",
+            "v1",
+            "StatefulSet",
+            "statefulsets",
+            true,
+            &["sts"],
+            true,
+        ),
+        builtin(
+            "apps",
+            "v1",
+            "Deployment",
+            "deployments",
+            true,
+            &["deploy"],
+            true,
+        ),
+        builtin(
+            "apps",
+            "v1",
+            "ReplicaSet",
+            "replicasets",
+            true,
+            &["rs"],
+            true,
+        ),
+        builtin(
+            "apps",
+            "v1",
+            "ControllerRevision",
+            "controllerrevisions",
+            true,
+            &[],
+            false,
+        ),
+        builtin("batch", "v1", "Job", "jobs", true, &[], true),
+        builtin("batch", "v1", "CronJob", "cronjobs", true, &["cj"], true),
+        builtin(
+            "coordination.k8s.io",
+            "v1",
+            "Lease",
+            "leases",
+            true,
+            &[],
+            false,
+        ),
+        builtin(
+            "events.k8s.io",
+            "v1",
+            "Event",
+            "events",
+            true,
+            &["ev"],
+            false,
+        ),
+        builtin(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+            false,
+            &["crd", "crds"],
+            true,
+        ),
+        builtin(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "Role",
+            "roles",
+            true,
+            &[],
+            false,
+        ),
+        builtin(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "RoleBinding",
+            "rolebindings",
+            true,
+            &[],
+            false,
+        ),
+        builtin(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRole",
+            "clusterroles",
+            false,
+            &[],
+            false,
+        ),
+        builtin(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+            false,
+            &[],
+            false,
+        ),
+        builtin(
+            "snapshot.storage.k8s.io",
+            "v1",
+            "VolumeSnapshot",
+            "volumesnapshots",
+            true,
+            &["vs"],
+            true,
+        ),
+        builtin(
+            "snapshot.storage.k8s.io",
+            "v1",
+            "VolumeSnapshotClass",
+            "volumesnapshotclasses",
+            false,
+            &["vsclass"],
+            false,
+        ),
+        builtin(
+            "storage.k8s.io",
+            "v1",
+            "StorageClass",
+            "storageclasses",
+            false,
+            &["sc"],
+            false,
+        ),
+    ];
+    for rt in &mut all {
+        let cols: Vec<PrinterColumn> = match rt.plural.as_str() {
+            "pods" => vec![
+                col("Ready", "string", ".status.containerStatuses"),
+                col("Status", "string", ".status.phase"),
+            ],
+            "statefulsets" => vec![
+                col("Ready", "integer", ".status.readyReplicas"),
+                col("Replicas", "integer", ".spec.replicas"),
+            ],
+            "deployments" => vec![
+                col("Ready", "integer", ".status.readyReplicas"),
+                col("Replicas", "integer", ".spec.replicas"),
+            ],
+            "persistentvolumeclaims" => vec![
+                col("Status", "string", ".status.phase"),
+                col("Volume", "string", ".spec.volumeName"),
+            ],
+            "services" => vec![
+                col("Type", "string", ".spec.type"),
+                col("Cluster-IP", "string", ".spec.clusterIP"),
+            ],
+            "namespaces" => vec![col("Status", "string", ".status.phase")],
+            "volumesnapshots" => vec![col("ReadyToUse", "boolean", ".status.readyToUse")],
+            _ => Vec::new(),
+        };
+        rt.printer_columns = cols;
+        if matches!(
+            rt.plural.as_str(),
+            "pods"
+                | "services"
+                | "statefulsets"
+                | "deployments"
+                | "jobs"
+                | "cronjobs"
+                | "replicasets"
+        ) {
+            rt.categories = vec!["all".into()];
+        }
+    }
+    all
+}
+
+/// Every served kind; CRDs add and remove entries while the server runs.
+#[derive(Debug)]
+pub struct Registry {
+    inner: RwLock<Vec<Arc<ResourceType>>>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self {
+            inner: RwLock::new(builtins().into_iter().map(Arc::new).collect()),
+        }
+    }
+}
+
+impl Registry {
+    /// Every served resource.
+    pub fn all(&self) -> Vec<Arc<ResourceType>> {
+        self.inner.read().map(|v| v.clone()).unwrap_or_default()
+    }
+
+    /// The resource served at `group/version/plural`.
+    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceType>> {
+        self.all().into_iter().find(|r| {
+            r.group == group && r.plural == plural && r.versions.iter().any(|v| v == version)
+        })
+    }
+
+    /// The resource stored under `group/plural` (any version).
+    pub fn by_key(&self, key: &str) -> Option<Arc<ResourceType>> {
+        self.all().into_iter().find(|r| r.key() == key)
+    }
+
+    /// The resource for an `apiVersion` and `kind`.
+    pub fn by_kind(&self, api_version: &str, kind: &str) -> Option<Arc<ResourceType>> {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        self.all()
+            .into_iter()
+            .find(|r| r.group == group && r.kind == kind && r.versions.iter().any(|v| v == version))
+    }
+
+    /// Adds or replaces the resource with the same key (a CRD created or updated).
+    pub fn upsert(&self, rt: ResourceType) {
+        if let Ok(mut all) = self.inner.write() {
+            all.retain(|r| r.key() != rt.key());
+            all.push(Arc::new(rt));
+        }
+    }
+
+    /// Stops serving a CRD-defined resource.
+    pub fn remove(&self, key: &str) {
+        if let Ok(mut all) = self.inner.write() {
+            all.retain(|r| r.builtin || r.key() != key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_include_statefulsets_with_their_short_name() {
+        let reg = Registry::default();
+        let sts = reg
+            .find("apps", "v1", "statefulsets")
+            .expect("statefulsets served");
+        assert_eq!(sts.short_names, vec!["sts"]);
+        assert!(sts.namespaced);
+        assert_eq!(
+            reg.by_kind("apps/v1", "StatefulSet").map(|r| r.key()),
+            Some("apps/statefulsets".into())
+        );
+    }
+
+    #[test]
+    fn removing_a_builtin_key_leaves_it_served() {
+        let reg = Registry::default();
+        reg.remove("/pods");
+        assert!(reg.find("", "v1", "pods").is_some());
+    }
+}

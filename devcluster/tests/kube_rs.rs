@@ -1,0 +1,651 @@
+//! kube-rs and kube-runtime against the devcluster over HTTP: CRUD, CRDs, server-side apply,
+//! status, patches, watchers, reflectors, a controller, finalizers and garbage collection.
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, PropagationPolicy,
+};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use windlass_devcluster::{DevCluster, Options};
+
+async fn start() -> DevCluster {
+    DevCluster::start(Options {
+        simulator: false,
+        ..Options::default()
+    })
+    .await
+    .expect("devcluster starts")
+}
+
+fn cm(name: &str, labels: Value) -> ConfigMap {
+    serde_json::from_value(
+        json!({"metadata": {"name": name, "labels": labels}, "data": {"k": "v"}}),
+    )
+    .expect("configmap")
+}
+
+fn code(e: kube::Error) -> u16 {
+    match e {
+        kube::Error::Api(s) => s.code,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+async fn eventually<F, Fut>(what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..100 {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+fn widget_crd() -> CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.test.windlass.dev"},
+        "spec": {"group": "test.windlass.dev", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wd"]},
+            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "required": ["size"], "properties": {"size": {"type": "integer", "minimum": 1}}},
+                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}
+    }))
+    .expect("crd")
+}
+
+fn widget_api(client: kube::Client) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("test.windlass.dev", "v1", "Widget");
+    let ar = ApiResource::from_gvk_with_plural(&gvk, "widgets");
+    Api::namespaced_with(client, "default", &ar)
+}
+
+fn widget(name: &str, size: i64) -> DynamicObject {
+    serde_json::from_value(
+        json!({"apiVersion": "test.windlass.dev/v1", "kind": "Widget",
+        "metadata": {"name": name}, "spec": {"size": size}}),
+    )
+    .expect("widget")
+}
+
+#[tokio::test]
+async fn configmaps_go_through_create_get_list_update_and_delete() {
+    let dc = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    let created = api
+        .create(&PostParams::default(), &cm("a", json!({"app": "db"})))
+        .await
+        .expect("create");
+    assert!(created.metadata.uid.is_some() && created.metadata.creation_timestamp.is_some());
+    api.create(&PostParams::default(), &cm("b", json!({"app": "web"})))
+        .await
+        .expect("create b");
+    assert_eq!(
+        code(
+            api.create(&PostParams::default(), &cm("a", json!({})))
+                .await
+                .expect_err("exists")
+        ),
+        409
+    );
+
+    let dbs = api
+        .list(&ListParams::default().labels("app in (db,cache)"))
+        .await
+        .expect("list");
+    assert_eq!(dbs.items.len(), 1);
+    let not_db = api
+        .list(&ListParams::default().labels("app!=db"))
+        .await
+        .expect("list");
+    assert_eq!(not_db.items[0].metadata.name.as_deref(), Some("b"));
+    let by_name = api
+        .list(&ListParams::default().fields("metadata.name=b"))
+        .await
+        .expect("list");
+    assert_eq!(by_name.items.len(), 1);
+
+    let mut stale = created.clone();
+    let mut fresh = api.get("a").await.expect("get");
+    fresh.data = Some([("k".to_string(), "w".to_string())].into());
+    api.replace("a", &PostParams::default(), &fresh)
+        .await
+        .expect("replace");
+    stale.data = Some([("k".to_string(), "stale".to_string())].into());
+    assert_eq!(
+        code(
+            api.replace("a", &PostParams::default(), &stale)
+                .await
+                .expect_err("stale")
+        ),
+        409
+    );
+
+    api.delete("a", &DeleteParams::default())
+        .await
+        .expect("delete");
+    assert_eq!(code(api.get("a").await.expect_err("gone")), 404);
+    dc.shutdown().await;
+}
+
+#[tokio::test]
+async fn lists_page_with_limit_and_continue() {
+    let dc = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    for i in 0..7 {
+        api.create(&PostParams::default(), &cm(&format!("cm-{i}"), json!({})))
+            .await
+            .expect("create");
+    }
+    let first = api
+        .list(&ListParams::default().limit(3))
+        .await
+        .expect("page 1");
+    assert_eq!(first.items.len(), 3);
+    let token = first.metadata.continue_.clone().expect("continue token");
+    let second = api
+        .list(&ListParams::default().limit(10).continue_token(&token))
+        .await
+        .expect("page 2");
+    assert_eq!(second.items.len(), 4);
+    assert_eq!(second.items[0].metadata.name.as_deref(), Some("cm-3"));
+    assert!(second.metadata.continue_.is_none());
+    dc.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_crd_serves_its_kind_validates_it_and_stops_serving_when_deleted() {
+    let dc = start().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(dc.client());
+    crds.create(&PostParams::default(), &widget_crd())
+        .await
+        .expect("crd");
+    let discovery = kube::Discovery::new(dc.client())
+        .run()
+        .await
+        .expect("discovery");
+    let (ar, caps) = discovery
+        .resolve_gvk(&GroupVersionKind::gvk("test.windlass.dev", "v1", "Widget"))
+        .expect("discovered");
+    assert_eq!(ar.plural, "widgets");
+    assert_eq!(caps.scope, kube::discovery::Scope::Namespaced);
+
+    let widgets = widget_api(dc.client());
+    let w = widgets
+        .create(&PostParams::default(), &widget("w1", 3))
+        .await
+        .expect("create widget");
+    assert_eq!(w.data["spec"]["size"], 3);
+    let invalid = widgets
+        .create(&PostParams::default(), &widget("w2", 0))
+        .await
+        .expect_err("invalid");
+    match invalid {
+        kube::Error::Api(s) => {
+            assert_eq!(s.code, 422);
+            assert!(s.message.contains("spec.size"), "{}", s.message);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    crds.delete("widgets.test.windlass.dev", &DeleteParams::default())
+        .await
+        .expect("delete crd");
+    assert_eq!(
+        code(widgets.get("w1").await.expect_err("no longer served")),
+        404
+    );
+    dc.shutdown().await;
+}
+
+#[tokio::test]
+async fn server_side_apply_conflicts_with_another_manager_unless_forced() {
+    let dc = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    let obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {"owner": "a"}});
+    let a = api
+        .patch("ssa", &PatchParams::apply("manager-a"), &Patch::Apply(&obj))
+        .await
+        .expect("apply a");
+    let managed = a.metadata.managed_fields.clone().expect("managedFields");
+    assert_eq!(managed[0].manager.as_deref(), Some("manager-a"));
+    assert_eq!(managed[0].operation.as_deref(), Some("Apply"));
+
+    let other = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {"owner": "b"}});
+    let err = api
+        .patch(
+            "ssa",
+            &PatchParams::apply("manager-b"),
+            &Patch::Apply(&other),
+        )
+        .await
+        .expect_err("conflict");
+    match err {
+        kube::Error::Api(s) => {
+            assert_eq!(s.code, 409);
+            assert!(
+                s.message.contains("conflict with \"manager-a\""),
+                "{}",
+                s.message
+            );
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    let forced = api
+        .patch(
+            "ssa",
+            &PatchParams::apply("manager-b").force(),
+            &Patch::Apply(&other),
+        )
+        .await
+        .expect("forced");
+    assert_eq!(forced.data.expect("data")["owner"], "b");
+    let managers: Vec<String> = forced
+        .metadata
+        .managed_fields
+        .expect("mf")
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert_eq!(managers, vec!["manager-b"]);
+    dc.shutdown().await;
+}
+
+#[tokio::test]
+async fn status_is_written_apart_from_spec_and_only_spec_bumps_generation() {
+    let dc = start().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(dc.client());
+    crds.create(&PostParams::default(), &widget_crd())
+        .await
+        .expect("crd");
+    let widgets = widget_api(dc.client());
+    let mut w = widget("s", 1);
+    w.data["status"] = json!({"phase": "ignored on create"});
+    let created = widgets
+        .create(&PostParams::default(), &w)
+        .await
+        .expect("create");
+    assert!(created.data.get("status").is_none());
+    assert_eq!(created.metadata.generation, Some(1));
+
+    let st = widgets
+        .patch_status(
+            "s",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Ready"}, "spec": {"size": 9}})),
+        )
+        .await
+        .expect("status");
+    assert_eq!(st.data["status"]["phase"], "Ready");
+    assert_eq!(
+        st.data["spec"]["size"], 1,
+        "spec is not written through /status"
+    );
+    assert_eq!(st.metadata.generation, Some(1));
+
+    let sp = widgets
+        .patch(
+            "s",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": 2}, "status": {"phase": "x"}})),
+        )
+        .await
+        .expect("spec");
+    assert_eq!(sp.metadata.generation, Some(2));
+    assert_eq!(
+        sp.data["status"]["phase"], "Ready",
+        "status is not written through the main resource"
+    );
+    dc.shutdown().await;
+}
+
+#[tokio::test]
+async fn json_patch_and_merge_patch_and_dry_run_behave_like_the_api_server() {
+    let dc = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    api.create(&PostParams::default(), &cm("p", json!({"a": "1"})))
+        .await
+        .expect("create");
+    let merged = api
+        .patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"a": null, "b": "2"}}})),
+        )
+        .await
+        .expect("merge");
+    assert_eq!(merged.metadata.labels.clone().expect("labels").len(), 1);
+    let jp = serde_json::from_value(json!([{"op": "replace", "path": "/data/k", "value": "jp"}]))
+        .expect("patch");
+    let patched = api
+        .patch("p", &PatchParams::default(), &Patch::Json::<()>(jp))
+        .await
+        .expect("json patch");
+    assert_eq!(patched.data.expect("data")["k"], "jp");
+    let failing =
+        serde_json::from_value(json!([{"op": "test", "path": "/data/k", "value": "nope"}]))
+            .expect("patch");
+    assert_eq!(
+        code(
+            api.patch("p", &PatchParams::default(), &Patch::Json::<()>(failing))
+                .await
+                .expect_err("test op fails")
+        ),
+        422
+    );
+
+    let dry = api
+        .create(
+            &PostParams {
+                dry_run: true,
+                ..PostParams::default()
+            },
+            &cm("dry", json!({})),
+        )
+        .await
+        .expect("dry run");
+    assert_eq!(dry.metadata.name.as_deref(), Some("dry"));
+    assert_eq!(code(api.get("dry").await.expect_err("not stored")), 404);
+    dc.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_finalizer_keeps_the_object_until_it_is_removed() {
+    let dc = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    let mut obj = cm("fin", json!({}));
+    obj.metadata.finalizers = Some(vec!["test.windlass.dev/hold".into()]);
+    api.create(&PostParams::default(), &obj)
+        .await
+        .expect("create");
+    api.delete("fin", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let held = api.get("fin").await.expect("still there");
+    assert!(held.metadata.deletion_timestamp.is_some());
+    api.patch(
+        "fin",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .expect("unfinalize");
+    assert_eq!(code(api.get("fin").await.expect_err("gone")), 404);
+    dc.shutdown().await;
+}
+
+async fn owner_and_dependent(dc: &DevCluster) -> (Api<ConfigMap>, String) {
+    let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    let owner = api
+        .create(&PostParams::default(), &cm("owner", json!({})))
+        .await
+        .expect("owner");
+    let uid = owner.metadata.uid.clone().expect("uid");
+    let mut dep = cm("dependent", json!({}));
+    dep.metadata.owner_references = Some(vec![
+        serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "name": "owner", "uid": uid, "controller": true, "blockOwnerDeletion": true}))
+        .expect("ownerref"),
+    ]);
+    api.create(&PostParams::default(), &dep)
+        .await
+        .expect("dependent");
+    (api, uid)
+}
+
+#[tokio::test]
+async fn background_deletion_collects_dependents() {
+    let dc = start().await;
+    let (api, _) = owner_and_dependent(&dc).await;
+    api.delete("owner", &DeleteParams::background())
+        .await
+        .expect("delete");
+    eventually("dependent collected", || async {
+        api.get_opt("dependent").await.expect("get").is_none()
+    })
+    .await;
+    dc.shutdown().await;
+}
+
+#[tokio::test]
+async fn foreground_deletion_keeps_the_owner_until_dependents_are_gone() {
+    let dc = start().await;
+    let (api, _) = owner_and_dependent(&dc).await;
+    let mut hold = api.get("dependent").await.expect("dep");
+    hold.metadata.finalizers = Some(vec!["test/hold".into()]);
+    api.replace("dependent", &PostParams::default(), &hold)
+        .await
+        .expect("hold dependent");
+    api.delete("owner", &DeleteParams::foreground())
+        .await
+        .expect("delete");
+    eventually("dependent being deleted", || async {
+        api.get("dependent")
+            .await
+            .expect("dep")
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    })
+    .await;
+    let owner = api.get("owner").await.expect("owner waits");
+    assert!(
+        owner
+            .metadata
+            .finalizers
+            .expect("finalizers")
+            .contains(&"foregroundDeletion".to_string())
+    );
+    api.patch(
+        "dependent",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .expect("release");
+    eventually("owner gone", || async {
+        api.get_opt("owner").await.expect("get").is_none()
+    })
+    .await;
+    dc.shutdown().await;
+}
+
+#[tokio::test]
+async fn orphan_deletion_leaves_dependents_without_the_owner_reference() {
+    let dc = start().await;
+    let (api, _) = owner_and_dependent(&dc).await;
+    let dp = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Orphan),
+        ..DeleteParams::default()
+    };
+    api.delete("owner", &dp).await.expect("delete");
+    eventually("owner gone", || async {
+        api.get_opt("owner").await.expect("get").is_none()
+    })
+    .await;
+    let dep = api.get("dependent").await.expect("dependent survives");
+    assert!(dep.metadata.owner_references.is_none());
+    dc.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_reflector_follows_changes_and_relists_after_410_gone() {
+    let dc = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    api.create(&PostParams::default(), &cm("before", json!({})))
+        .await
+        .expect("create");
+    let (reader, writer) = reflector::store::<ConfigMap>();
+    let inits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = inits.clone();
+    let stream = watcher(api.clone(), watcher::Config::default().any_semantic())
+        .inspect(move |e| {
+            if matches!(e, Ok(watcher::Event::Init)) {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        })
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects();
+    let task = tokio::spawn(async move { stream.for_each(|_| async {}).await });
+    reader.wait_until_ready().await.expect("ready");
+    api.create(&PostParams::default(), &cm("during", json!({})))
+        .await
+        .expect("create");
+    eventually("reflector sees 'during'", || async {
+        reader.state().len() == 2
+    })
+    .await;
+
+    // Compaction, then a restart: the watcher resumes from a resourceVersion that is gone and
+    // must re-list to see what happened meanwhile.
+    let elsewhere: Api<ConfigMap> = Api::namespaced(dc.client(), "kube-system");
+    elsewhere
+        .create(&PostParams::default(), &cm("unseen", json!({})))
+        .await
+        .expect("create elsewhere");
+    dc.compact();
+    dc.faults().restart();
+    api.create(&PostParams::default(), &cm("after", json!({})))
+        .await
+        .expect("create");
+    api.delete("before", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("reflector re-listed", || async {
+        let names: Vec<String> = reader
+            .state()
+            .iter()
+            .filter_map(|c| c.metadata.name.clone())
+            .collect();
+        names.len() == 2
+            && names.contains(&"after".to_string())
+            && !names.contains(&"before".to_string())
+    })
+    .await;
+    assert!(
+        inits.load(std::sync::atomic::Ordering::SeqCst) >= 2,
+        "a second initial list happened"
+    );
+    task.abort();
+    dc.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_kube_runtime_controller_reconciles_through_the_devcluster() {
+    use kube::runtime::controller::{Action, Controller};
+    let dc = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    #[derive(Debug, thiserror::Error)]
+    #[error("kube: {0}")]
+    struct E(#[from] kube::Error);
+    async fn reconcile(obj: Arc<ConfigMap>, api: Arc<Api<ConfigMap>>) -> Result<Action, E> {
+        let name = obj.metadata.name.clone().unwrap_or_default();
+        let patch = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "annotations": {"reconciled": "yes"}}});
+        api.patch(
+            &name,
+            &PatchParams::apply("test-controller"),
+            &Patch::Apply(&patch),
+        )
+        .await?;
+        Ok(Action::await_change())
+    }
+    let ctx = Arc::new(api.clone());
+    let ctrl = Controller::new(api.clone(), watcher::Config::default())
+        .run(
+            reconcile,
+            |_, _, _| Action::requeue(Duration::from_secs(1)),
+            ctx,
+        )
+        .for_each(|_| async {});
+    let task = tokio::spawn(ctrl);
+    api.create(&PostParams::default(), &cm("ctl", json!({})))
+        .await
+        .expect("create");
+    eventually("reconciled annotation", || async {
+        api.get("ctl")
+            .await
+            .expect("get")
+            .metadata
+            .annotations
+            .is_some_and(|a| a.get("reconciled").is_some_and(|v| v == "yes"))
+    })
+    .await;
+    task.abort();
+    dc.shutdown().await;
+}
+
+#[tokio::test]
+async fn watches_start_from_a_resource_version_and_end_at_their_timeout() {
+    let dc = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    let first = api
+        .create(&PostParams::default(), &cm("w1", json!({})))
+        .await
+        .expect("create");
+    let rv = first.metadata.resource_version.clone().expect("rv");
+    api.create(&PostParams::default(), &cm("w2", json!({})))
+        .await
+        .expect("create");
+    let wp = kube::api::WatchParams::default().timeout(1);
+    let events: Vec<_> = tokio::time::timeout(
+        Duration::from_secs(10),
+        api.watch(&wp, &rv)
+            .await
+            .expect("watch")
+            .try_collect::<Vec<_>>(),
+    )
+    .await
+    .expect("the watch ends at its timeout")
+    .expect("events");
+    let names: Vec<String> = events
+        .into_iter()
+        .filter_map(|e| match e {
+            kube::api::WatchEvent::Added(o) => o.metadata.name,
+            _ => None,
+        })
+        .collect();
+    assert_eq!(names, vec!["w2"]);
+    dc.compact();
+    let mut gone = api.watch(&wp, &rv).await.expect("watch").boxed();
+    match gone.try_next().await.expect("event") {
+        Some(kube::api::WatchEvent::Error(e)) => assert_eq!(e.code, 410),
+        other => panic!("expected 410 Gone, got {other:?}"),
+    }
+    dc.shutdown().await;
+}
+
+#[tokio::test]
+async fn immutable_statefulset_fields_are_rejected_with_422() {
+    let dc = start().await;
+    let api: Api<StatefulSet> = Api::default_namespaced(dc.client());
+    let sts: StatefulSet = serde_json::from_value(json!({"metadata": {"name": "db"}, "spec": {"serviceName": "db",
+        "selector": {"matchLabels": {"app": "db"}}, "template": {"metadata": {"labels": {"app": "db"}},
+        "spec": {"containers": [{"name": "db", "image": "pg:16"}]}}}})).expect("sts");
+    api.create(&PostParams::default(), &sts)
+        .await
+        .expect("create");
+    let patch = json!({"spec": {"selector": {"matchLabels": {"app": "other"}}, "template": {"metadata": {"labels": {"app": "other"}}}}});
+    assert_eq!(
+        code(
+            api.patch("db", &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .expect_err("immutable")
+        ),
+        422
+    );
+    let ns: Api<Namespace> = Api::all(dc.client());
+    assert!(ns.get("default").await.is_ok());
+    dc.shutdown().await;
+}
