@@ -547,15 +547,8 @@ impl Cluster {
             .store
             .mutate(&rt.key(), ns, name, opts.dry_run, |cur| {
                 let cur = cur.ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
-                let mut base = (**cur).clone();
-                // Patches see no resourceVersion unless they set one (a precondition).
-                if let Some(m) = base["metadata"].as_object_mut() {
-                    m.remove("resourceVersion");
-                }
-                let mut new = patch_object(&base, kind, body, rt.builtin)?;
-                if new["metadata"].get("resourceVersion").is_none() {
-                    new["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"].clone();
-                }
+                // A patch that sets (or tests) resourceVersion makes it a precondition.
+                let new = patch_object(cur, kind, body, rt.builtin)?;
                 Ok((self.finish(rt, version, cur, new, opts, false)?, ()))
             })?;
         self.done(rt, stored, opts.dry_run)

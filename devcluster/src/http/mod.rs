@@ -262,6 +262,15 @@ async fn resource(
         subresource: t.sub.clone().unwrap_or_default(),
         strict: query.get("fieldValidation").is_some_and(|v| v == "Strict"),
     };
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if content_type.starts_with("application/vnd.kubernetes.protobuf")
+        || content_type.starts_with("application/cbor")
+    {
+        return Err(ApiError::unsupported_media_type(content_type));
+    }
     let parse_body = || -> Result<Value> {
         serde_json::from_slice(body)
             .or_else(|_| serde_yaml::from_slice(body))

@@ -112,7 +112,16 @@ fn upsert<'e>(entries: &'e mut Vec<Entry>, w: &Writer<'_>, operation: &str) -> &
 
 /// Records a non-apply write (`old` is `None` for a create): the writer owns what it changed.
 pub fn record_update(old: Option<&Value>, new: &mut Value, w: &Writer<'_>, rules: Rules<'_>) {
-    let mut entries = old.map(read_managed).unwrap_or_default();
+    // A client may set managedFields itself (kubectl does when it migrates client-side apply
+    // ownership to server-side apply): then its list is the starting point.
+    let client_set = new["metadata"]
+        .get("managedFields")
+        .is_some_and(|m| old.is_none_or(|o| o["metadata"].get("managedFields") != Some(m)));
+    let mut entries = if client_set {
+        read_managed(new)
+    } else {
+        old.map(read_managed).unwrap_or_default()
+    };
     let empty = json!({});
     let changed = fields::changed(old.unwrap_or(&empty), new, rules);
     if changed.is_empty() && old.is_some() {

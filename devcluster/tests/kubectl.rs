@@ -1,0 +1,441 @@
+//! kubectl (the real binary) against the devcluster: the scenarios of issue 3. Each test
+//! starts its own devcluster, writes a kubeconfig for it and runs kubectl with a private
+//! discovery cache, every call bounded by `timeout`.
+//!
+//! kubectl must be installed: these tests fail (they do not skip) when it is missing.
+
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+use windlass_devcluster::{DevCluster, Options};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kubectl");
+
+struct Kubectl {
+    dc: DevCluster,
+    dir: tempfile::TempDir,
+}
+
+fn kubectl_binary() -> PathBuf {
+    let candidates = [
+        PathBuf::from("/usr/bin/kubectl"),
+        PathBuf::from("/usr/local/bin/kubectl"),
+    ];
+    candidates.into_iter().find(|p| p.exists()).unwrap_or_else(|| {
+        panic!("kubectl is not installed (looked in /usr/bin and /usr/local/bin): the kubectl scenario tests need it")
+    })
+}
+
+impl Kubectl {
+    async fn start() -> Self {
+        let dc = DevCluster::start(Options {
+            simulator: false,
+            ..Options::default()
+        })
+        .await
+        .expect("devcluster starts");
+        let dir = tempfile::tempdir().expect("tempdir");
+        dc.write_kubeconfig(&dir.path().join("kubeconfig"))
+            .expect("kubeconfig");
+        Self { dc, dir }
+    }
+
+    /// Runs kubectl with `args` (and `stdin`, `env`), at most `secs` seconds.
+    async fn run_with(
+        &self,
+        args: &[&str],
+        stdin: Option<&str>,
+        env: &[(&str, &str)],
+        secs: u32,
+    ) -> Output {
+        let bin = kubectl_binary();
+        let mut cmd = Command::new("timeout");
+        cmd.arg(secs.to_string()).arg(bin).args(args);
+        cmd.env("KUBECONFIG", self.dir.path().join("kubeconfig"))
+            .env("KUBECACHEDIR", self.dir.path().join("cache"))
+            .env("HOME", self.dir.path())
+            .current_dir(FIXTURES);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let input = stdin.map(String::from);
+        tokio::task::spawn_blocking(move || {
+            use std::io::Write;
+            cmd.stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            let mut child = cmd.spawn().expect("kubectl runs");
+            if let Some(mut sin) = child.stdin.take() {
+                if let Some(text) = input {
+                    sin.write_all(text.as_bytes()).expect("stdin");
+                }
+            }
+            child.wait_with_output().expect("kubectl output")
+        })
+        .await
+        .expect("join")
+    }
+
+    async fn run(&self, args: &[&str]) -> Output {
+        self.run_with(args, None, &[], 60).await
+    }
+
+    /// Runs and expects success; returns stdout.
+    async fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args).await;
+        assert!(
+            out.status.success(),
+            "kubectl {} failed: {}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    async fn ok_stdin(&self, args: &[&str], stdin: &str) -> String {
+        let out = self.run_with(args, Some(stdin), &[], 60).await;
+        assert!(
+            out.status.success(),
+            "kubectl {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    async fn with_gadgets(self) -> Self {
+        self.ok(&["apply", "-f", "crd.yaml"]).await;
+        self.ok(&["apply", "-f", "gadget.yaml"]).await;
+        self
+    }
+
+    async fn shutdown(self) {
+        self.dc.shutdown().await;
+    }
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn editor(dir: &Path, sed: &str) -> String {
+    let path = dir.join("editor.sh");
+    std::fs::write(&path, format!("#!/bin/sh\nsed -i '{sed}' \"$1\"\n")).expect("editor script");
+    let _ = Command::new("chmod").arg("+x").arg(&path).status();
+    path.display().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_a_crd_and_a_cr_then_get_shows_printer_columns_and_yaml() {
+    let k = Kubectl::start().await.with_gadgets().await;
+    let table = k.ok(&["get", "gadgets"]).await;
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(
+        lines[0].split_whitespace().collect::<Vec<_>>(),
+        vec!["NAME", "SIZE", "COLOR", "AGE"],
+        "{table}"
+    );
+    assert_eq!(
+        lines[1].split_whitespace().take(3).collect::<Vec<_>>(),
+        vec!["g1", "3", "red"],
+        "{table}"
+    );
+    let short = k.ok(&["get", "gd", "g1"]).await;
+    assert!(short.contains("g1"), "{short}");
+    let yaml = k.ok(&["get", "gadget", "g1", "-o", "yaml"]).await;
+    let obj: serde_json::Value = serde_yaml::from_str(&yaml).expect("yaml");
+    assert_eq!(obj["kind"], "Gadget");
+    assert_eq!(obj["spec"]["size"], 3);
+    assert!(obj["metadata"]["uid"].is_string() && obj["metadata"]["resourceVersion"].is_string());
+    let again = k.ok(&["apply", "-f", "gadget.yaml"]).await;
+    assert!(again.contains("unchanged"), "{again}");
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn applying_an_invalid_cr_shows_the_field_errors() {
+    let k = Kubectl::start().await.with_gadgets().await;
+    let out = k.run(&["apply", "-f", "invalid-gadget.yaml"]).await;
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("The Gadget \"bad\" is invalid"), "{err}");
+    assert!(err.contains("spec.size: Invalid value: 42"), "{err}");
+    assert!(
+        err.contains("spec.color: Unsupported value: \"purple\""),
+        "{err}"
+    );
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_watch_prints_each_change_until_its_timeout() {
+    let k = Kubectl::start().await.with_gadgets().await;
+    let client = k.dc.client();
+    let patcher = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let gvk = kube::core::GroupVersionKind::gvk("test.windlass.dev", "v1", "Gadget");
+        let ar = kube::core::ApiResource::from_gvk_with_plural(&gvk, "gadgets");
+        let api: kube::Api<kube::core::DynamicObject> =
+            kube::Api::namespaced_with(client, "default", &ar);
+        api.patch(
+            "g1",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"size": 8}})),
+        )
+        .await
+        .expect("patch");
+    });
+    let out = k.run_with(&["get", "gadgets", "-w"], None, &[], 5).await;
+    patcher.await.expect("patched");
+    assert_eq!(
+        out.status.code(),
+        Some(124),
+        "get -w runs until the bound: {}",
+        stderr(&out)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows[0], vec!["NAME", "SIZE", "COLOR", "AGE"], "{text}");
+    assert!(rows.iter().any(|r| r.starts_with(&["g1", "3"])), "{text}");
+    assert!(
+        rows.iter().any(|r| r.starts_with(&["g1", "8"])),
+        "the change is streamed: {text}"
+    );
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edit_with_a_scripted_editor_changes_a_cr_and_a_configmap() {
+    let k = Kubectl::start().await.with_gadgets().await;
+    k.ok(&["apply", "-f", "configmap.yaml"]).await;
+    let ed = editor(k.dir.path(), "s/size: 3/size: 5/");
+    let out = k
+        .run_with(&["edit", "gadget", "g1"], None, &[("KUBE_EDITOR", &ed)], 60)
+        .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        k.ok(&["get", "gadget", "g1", "-o", "jsonpath={.spec.size}"])
+            .await,
+        "5"
+    );
+    let ed = editor(k.dir.path(), "s/mode: fast/mode: slow/");
+    let out = k
+        .run_with(
+            &["edit", "configmap", "settings"],
+            None,
+            &[("KUBE_EDITOR", &ed)],
+            60,
+        )
+        .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        k.ok(&["get", "cm", "settings", "-o", "jsonpath={.data.mode}"])
+            .await,
+        "slow"
+    );
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patch_with_merge_json_and_strategic_types() {
+    let k = Kubectl::start().await.with_gadgets().await;
+    k.ok(&[
+        "patch",
+        "gadget",
+        "g1",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"size":4}}"#,
+    ])
+    .await;
+    k.ok(&[
+        "patch",
+        "gadget",
+        "g1",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/color","value":"blue"}]"#,
+    ])
+    .await;
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "gadget",
+            "g1",
+            "-o",
+            "jsonpath={.spec.size} {.spec.color}"
+        ])
+        .await,
+        "4 blue"
+    );
+    k.ok(&["apply", "-f", "deployment.yaml"]).await;
+    let smp =
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"nginx:1.29"}]}}}}"#;
+    k.ok(&[
+        "patch",
+        "deployment",
+        "web",
+        "--type",
+        "strategic",
+        "-p",
+        smp,
+    ])
+    .await;
+    let images = k
+        .ok(&[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[*].image}",
+        ])
+        .await;
+    assert_eq!(images, "nginx:1.29 busybox:1", "containers merge by name");
+    let bad = k
+        .run(&[
+            "patch",
+            "gadget",
+            "g1",
+            "--type",
+            "json",
+            "-p",
+            r#"[{"op":"test","path":"/spec/size","value":99}]"#,
+        ])
+        .await;
+    assert!(!bad.status.success());
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_apply_conflicts_until_forced() {
+    let k = Kubectl::start().await;
+    let manifest =
+        std::fs::read_to_string(Path::new(FIXTURES).join("configmap.yaml")).expect("fixture");
+    let first = k
+        .ok(&["apply", "--server-side", "-f", "configmap.yaml"])
+        .await;
+    assert!(first.contains("serverside-applied"), "{first}");
+    let changed = manifest.replace("fast", "turbo");
+    let out = k
+        .run_with(
+            &["apply", "--server-side", "--field-manager=other", "-f", "-"],
+            Some(&changed),
+            &[],
+            60,
+        )
+        .await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("conflict with \"kubectl\""),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains(".data.mode"), "{}", stderr(&out));
+    k.ok_stdin(
+        &[
+            "apply",
+            "--server-side",
+            "--field-manager=other",
+            "--force-conflicts",
+            "-f",
+            "-",
+        ],
+        &changed,
+    )
+    .await;
+    assert_eq!(
+        k.ok(&["get", "cm", "settings", "-o", "jsonpath={.data.mode}"])
+            .await,
+        "turbo"
+    );
+    let managers = k
+        .ok(&[
+            "get",
+            "cm",
+            "settings",
+            "--show-managed-fields",
+            "-o",
+            "jsonpath={.metadata.managedFields[*].manager}",
+        ])
+        .await;
+    assert!(managers.contains("other"), "{managers}");
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_of_an_object_with_a_finalizer_waits_for_the_finalizer() {
+    let k = Kubectl::start().await.with_gadgets().await;
+    k.ok(&[
+        "patch",
+        "gadget",
+        "g1",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"metadata":{"finalizers":["test.windlass.dev/hold"]}}"#,
+    ])
+    .await;
+    k.ok(&["delete", "gadget", "g1", "--wait=false"]).await;
+    let ts = k
+        .ok(&[
+            "get",
+            "gadget",
+            "g1",
+            "-o",
+            "jsonpath={.metadata.deletionTimestamp}",
+        ])
+        .await;
+    assert!(
+        !ts.is_empty(),
+        "deletionTimestamp is set while the finalizer holds"
+    );
+    k.ok(&[
+        "patch",
+        "gadget",
+        "g1",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+    ])
+    .await;
+    let gone = k.run(&["get", "gadget", "g1"]).await;
+    assert!(
+        stderr(&gone).contains("NotFound") || stderr(&gone).contains("not found"),
+        "{}",
+        stderr(&gone)
+    );
+    k.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_an_owner_deletes_its_dependents() {
+    let k = Kubectl::start().await;
+    k.ok(&["apply", "-f", "configmap.yaml"]).await;
+    let uid = k
+        .ok(&["get", "cm", "settings", "-o", "jsonpath={.metadata.uid}"])
+        .await;
+    let dependent = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: dependent\n  ownerReferences:\n  - apiVersion: v1\n    kind: ConfigMap\n    name: settings\n    uid: {uid}\n"
+    );
+    k.ok_stdin(&["apply", "-f", "-"], &dependent).await;
+    k.ok(&["delete", "configmap", "settings"]).await;
+    let mut gone = false;
+    for _ in 0..40 {
+        let out = k.run(&["get", "configmap", "dependent"]).await;
+        if !out.status.success() && stderr(&out).contains("not found") {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(gone, "the dependent is garbage-collected");
+    k.shutdown().await;
+}
