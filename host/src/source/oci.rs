@@ -14,11 +14,14 @@
 //! ConfigMap. [`Client::resolve`] returns the *manifest* digest: cheap to poll (one HEAD), it
 //! changes whenever a tag is moved.
 
+mod classify;
+mod push;
+
 use futures::StreamExt as _;
 use oci_client::{
     Reference,
-    client::{ClientConfig, ClientProtocol, Config, ImageLayer},
-    errors::{OciDistributionError, OciErrorCode},
+    client::{ClientConfig, ClientProtocol},
+    errors::OciDistributionError,
     manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest, OciManifest},
     secrets::RegistryAuth as OciAuth,
 };
@@ -26,7 +29,7 @@ use sha2::{Digest as _, Sha256};
 
 pub use super::auth::RegistryAuth;
 use super::{Error, Result};
-use crate::runtime::{LoadOptions, RECONCILER_EXPORT, Runtime};
+use crate::runtime::Runtime;
 
 /// Media type of the config of a WebAssembly artifact.
 pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
@@ -221,166 +224,10 @@ impl Client {
             .map_err(|e| self.classify(&r, e))
     }
 
-    /// Loads `wasm` with `runtime` (so only a plugin this host can run is published), then
-    /// pushes it to `reference` as a WebAssembly artifact whose config describes the component.
-    ///
-    /// # Errors
-    /// [`Error::InvalidReference`], [`Error::InvalidPlugin`], [`Error::Unreachable`],
-    /// [`Error::Unauthorized`], [`Error::Registry`].
-    pub async fn push(&self, reference: &str, wasm: &[u8], runtime: &Runtime) -> Result<Pushed> {
-        let r = parse_reference(reference)?;
-        let plugin = runtime
-            .load(reference, wasm, LoadOptions::default())
-            .map_err(|e| Error::InvalidPlugin {
-                reference: reference.to_string(),
-                source: Box::new(e),
-            })?;
-        let layer_digest = plugin.digest().to_string();
-        let info = plugin.info();
-        let created = jiff::Timestamp::now()
-            .round(jiff::Unit::Second)
-            .map(|t| t.to_string())
-            .unwrap_or_default();
-        // The CNCF wasm OCI artifact config: what a registry UI or another tool needs to know
-        // about the component without downloading it.
-        let config = serde_json::json!({
-            "created": &created,
-            "architecture": "wasm",
-            "os": "wasip2",
-            "layerDigests": [&layer_digest],
-            "component": {
-                "exports": [RECONCILER_EXPORT],
-                "imports": plugin.imports(),
-            },
-        });
-        let config = Config::new(
-            config.to_string().into_bytes(),
-            CONFIG_MEDIA_TYPE.into(),
-            None,
-        );
-        let layer = ImageLayer::new(wasm.to_vec(), LAYER_MEDIA_TYPE.into(), None);
-        let annotations = [
-            ("org.opencontainers.image.title", info.name.clone()),
-            ("org.opencontainers.image.version", info.version.clone()),
-            ("org.opencontainers.image.created", created),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
-        let mut manifest =
-            OciImageManifest::build(std::slice::from_ref(&layer), &config, Some(annotations));
-        manifest.media_type = Some(OCI_IMAGE_MEDIA_TYPE.into());
-        // Serialised here, not by the client, so that the digest printed is the digest of the
-        // exact bytes the registry stores.
-        let body = serde_json::to_vec(&manifest).map_err(|e| Error::Registry {
-            registry: r.registry().to_string(),
-            reference: reference.to_string(),
-            message: format!("serialising the manifest: {e}"),
-        })?;
-        let manifest_digest = Runtime::digest(&body);
-        let fail = |e| self.classify(&r, e);
-        self.client
-            .store_auth_if_needed(r.resolve_registry(), &self.auth())
-            .await;
-        self.client
-            .push_blob(&r, layer.data, &layer_digest)
-            .await
-            .map_err(fail)?;
-        self.client
-            .push_blob(&r, config.data, &manifest.config.digest)
-            .await
-            .map_err(fail)?;
-        self.client
-            .push_manifest_raw(
-                &r,
-                body,
-                http::HeaderValue::from_static(OCI_IMAGE_MEDIA_TYPE),
-            )
-            .await
-            .map_err(fail)?;
-        Ok(Pushed {
-            layer_digest,
-            pinned_reference: format!("{}/{}@{manifest_digest}", r.registry(), r.repository()),
-            manifest_digest,
-        })
-    }
-
     fn auth(&self) -> OciAuth {
         match &self.options.auth {
             Some(a) => OciAuth::Basic(a.username.clone(), a.password.clone()),
             None => OciAuth::Anonymous,
-        }
-    }
-
-    /// Turns the client's error into one a user can act on.
-    fn classify(&self, r: &Reference, e: OciDistributionError) -> Error {
-        let reference = r.whole();
-        let registry = r.registry().to_string();
-        let unauthorized = |message: String| Error::Unauthorized {
-            registry: registry.clone(),
-            reference: reference.clone(),
-            credentials: match self.options.auth {
-                Some(_) => "with the credentials given",
-                None => "no credentials given",
-            },
-            message,
-        };
-        let not_found = |message: String| Error::NotFound {
-            reference: reference.clone(),
-            message,
-        };
-        match e {
-            OciDistributionError::RequestError(e) if e.status().is_none() => Error::Unreachable {
-                registry,
-                message: error_chain(&e),
-            },
-            OciDistributionError::IoError(e) => Error::Unreachable {
-                registry,
-                message: error_chain(&e),
-            },
-            OciDistributionError::UnauthorizedError { .. } => {
-                unauthorized("401 Unauthorized".into())
-            }
-            OciDistributionError::AuthenticationFailure(m) => unauthorized(m),
-            OciDistributionError::ServerError {
-                code: 401 | 403,
-                message,
-                ..
-            } => unauthorized(message),
-            OciDistributionError::ServerError {
-                code: 404, message, ..
-            } => not_found(message),
-            OciDistributionError::ImageManifestNotFoundError(m) => not_found(m),
-            OciDistributionError::RegistryError { envelope, .. } => {
-                let message = envelope.to_string();
-                match envelope.errors.first().map(|e| &e.code) {
-                    Some(OciErrorCode::Unauthorized | OciErrorCode::Denied) => {
-                        unauthorized(message)
-                    }
-                    Some(
-                        OciErrorCode::ManifestUnknown
-                        | OciErrorCode::NameUnknown
-                        | OciErrorCode::NotFound
-                        | OciErrorCode::BlobUnknown,
-                    ) => not_found(message),
-                    _ => Error::Registry {
-                        registry,
-                        reference,
-                        message,
-                    },
-                }
-            }
-            OciDistributionError::UnsupportedMediaTypeError(found) => Error::WrongMediaType {
-                reference,
-                what: "manifest",
-                found,
-                expected: OCI_IMAGE_MEDIA_TYPE,
-            },
-            other => Error::Registry {
-                registry,
-                reference,
-                message: error_chain(&other),
-            },
         }
     }
 }
@@ -478,18 +325,6 @@ fn check_layout<'m>(
 fn is_digest_error(e: &std::io::Error) -> bool {
     e.get_ref()
         .is_some_and(|inner| inner.is::<oci_client::errors::DigestError>())
-}
-
-/// An error and its sources, `: `-separated (reqwest hides the cause in its sources).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 #[cfg(test)]
