@@ -152,7 +152,7 @@ struct RegistryArgs {
     /// A registry (host:port) spoken to over plain HTTP; repeatable. Default: none.
     #[arg(long = "insecure-registry")]
     insecure_registries: Vec<String>,
-    /// The largest plugin accepted, in MiB. Default: 64.
+    /// The largest plugin a pull or inspect accepts, in MiB.
     #[arg(long, default_value_t = 64)]
     max_size_mib: u64,
 }

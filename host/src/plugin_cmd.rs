@@ -54,6 +54,8 @@ pub async fn inspect_remote(
     options: &oci::Options,
     output: Output,
 ) -> Result<()> {
+    oci::registry_of(reference)
+        .with_context(|| format!("{reference} is neither an existing file nor a reference"))?;
     let pulled = oci::pull(reference, options, pin).await?;
     let mut extra = serde_json::Map::new();
     extra.insert("reference".into(), reference.into());
