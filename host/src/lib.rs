@@ -5,6 +5,7 @@
 //! - [`policy`]: what a plugin may return; checked before anything it returns is used.
 //! - [`pipeline`]: runs a kind's plugins in order, each output checked by the policy.
 //! - [`render`]: the offline `windlass render` tool, the pipeline exactly as the host runs it.
+//! - [`source`]: where plugin bytes come from (an OCI registry), fetched and verified.
 
 pub mod admin;
 pub mod controller;
@@ -15,3 +16,4 @@ pub mod pipeline;
 pub mod policy;
 pub mod render;
 pub mod runtime;
+pub mod source;

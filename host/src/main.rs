@@ -7,7 +7,10 @@ use clap::{Parser, Subcommand, ValueEnum};
 use windlass::{
     render,
     runtime::{InstanceMode, Limits, LoadOptions, Phase, Runtime, RuntimeConfig},
+    source::oci,
 };
+
+mod plugin_cmd;
 
 /// A Kubernetes operator host whose reconcile logic runs as sandboxed WebAssembly plugins.
 #[derive(Debug, Parser)]
@@ -138,17 +141,81 @@ enum Output {
 enum PluginCommand {
     /// Print a component's info, digest, size and the imports it needs.
     Inspect {
-        /// The component file.
-        path: PathBuf,
+        /// A component file or, when no such file exists, a registry reference.
+        target: String,
         /// Output format.
         #[arg(short, long, value_enum, default_value_t = Output::Yaml)]
         output: Output,
+        /// Refuse a pulled plugin whose digest is not this one (sha256:<hex>).
+        #[arg(long)]
+        sha256: Option<String>,
+        #[command(flatten)]
+        registry: RegistryArgs,
     },
+    /// Publish a component to a registry as a WebAssembly artifact and print the digest to pin.
+    Push {
+        /// The component file.
+        file: PathBuf,
+        /// Where to push it: registry/repository:tag.
+        reference: String,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Download a plugin from a registry, verified.
+    Pull {
+        /// registry/repository:tag or registry/repository@sha256:<manifest digest>.
+        reference: String,
+        /// Where to write the component. Default: <last repository segment>.wasm.
+        #[arg(short = 'o', long = "output")]
+        file: Option<PathBuf>,
+        /// Refuse the plugin unless its digest is this one (sha256:<hex>).
+        #[arg(long)]
+        sha256: Option<String>,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct RegistryArgs {
+    /// Registry user name. Default: anonymous.
+    #[arg(long, env = "WINDLASS_REGISTRY_USERNAME", requires = "password")]
+    username: Option<String>,
+    /// Registry password or token.
+    #[arg(long, env = "WINDLASS_REGISTRY_PASSWORD", hide_env_values = true)]
+    password: Option<String>,
+    /// Speak plain HTTP (no TLS) to the registry. Default: HTTPS.
+    #[arg(long)]
+    plain_http: bool,
+    /// A registry (host:port) spoken to over plain HTTP; repeatable. Default: none.
+    #[arg(long = "insecure-registry")]
+    insecure_registries: Vec<String>,
+    /// The largest plugin a pull or inspect accepts, in MiB.
+    #[arg(long, default_value_t = 64)]
+    max_size_mib: u64,
+}
+
+impl RegistryArgs {
+    fn options(&self) -> oci::Options {
+        oci::Options {
+            auth: match (&self.username, &self.password) {
+                (Some(username), Some(password)) => Some(oci::RegistryAuth {
+                    username: username.clone(),
+                    password: password.clone(),
+                }),
+                _ => None,
+            },
+            plain_http: self.plain_http,
+            insecure_registries: self.insecure_registries.clone(),
+            max_layer_bytes: self.max_size_mib << 20,
+        }
+    }
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format);
+    windlass::source::install_crypto_provider();
     match run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
@@ -191,9 +258,45 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Run(_) | Command::Crds => unreachable!("handled above"),
         Command::Render(args) => render_cmd(&runtime, args),
-        Command::Plugin(PluginCommand::Inspect { path, output }) => {
-            inspect(&runtime, &path, output)
+        Command::Plugin(PluginCommand::Inspect {
+            target,
+            output,
+            sha256,
+            registry,
+        }) => {
+            if std::path::Path::new(&target).is_file() {
+                inspect(&runtime, &PathBuf::from(target), output)
+            } else {
+                block_on(plugin_cmd::inspect_remote(
+                    &runtime,
+                    &target,
+                    sha256.as_deref(),
+                    &registry.options(),
+                    output,
+                ))
+            }
         }
+        Command::Plugin(PluginCommand::Push {
+            file,
+            reference,
+            registry,
+        }) => block_on(plugin_cmd::push(
+            &runtime,
+            &file,
+            &reference,
+            &registry.options(),
+        )),
+        Command::Plugin(PluginCommand::Pull {
+            reference,
+            file,
+            sha256,
+            registry,
+        }) => block_on(plugin_cmd::pull(
+            &reference,
+            file,
+            sha256.as_deref(),
+            &registry.options(),
+        )),
     }
 }
 
@@ -303,6 +406,15 @@ async fn run_operator(cli: &Cli, args: &RunArgs) -> Result<()> {
     Ok(())
 }
 
+/// Runs one registry command on a single-threaded tokio runtime.
+fn block_on(future: impl std::future::Future<Output = Result<()>>) -> Result<()> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?
+        .block_on(future)
+}
+
 fn render_cmd(runtime: &Runtime, args: RenderArgs) -> Result<()> {
     let mut config = match &args.config_file {
         Some(path) => render::read_config_file(path)?,
@@ -351,9 +463,20 @@ fn inspect(runtime: &Runtime, path: &PathBuf, output: Output) -> Result<()> {
         .file_stem()
         .and_then(|s| s.to_str())
         .unwrap_or("plugin");
-    let plugin = runtime.load(label, &bytes, LoadOptions::default())?;
+    print_info(runtime, label, &bytes, serde_json::Map::new(), output)
+}
+
+/// Loads a component and prints its info, digest, size and imports, then `extra`.
+fn print_info(
+    runtime: &Runtime,
+    label: &str,
+    bytes: &[u8],
+    extra: serde_json::Map<String, serde_json::Value>,
+    output: Output,
+) -> Result<()> {
+    let plugin = runtime.load(label, bytes, LoadOptions::default())?;
     let info = plugin.info();
-    let doc = serde_json::json!({
+    let mut doc = serde_json::json!({
         "name": info.name,
         "version": info.version,
         "digest": plugin.digest(),
@@ -364,6 +487,9 @@ fn inspect(runtime: &Runtime, path: &PathBuf, output: Output) -> Result<()> {
         "finalizes": info.finalizes,
         "imports": plugin.imports(),
     });
+    if let Some(map) = doc.as_object_mut() {
+        map.extend(extra);
+    }
     let text = match output {
         Output::Yaml => serde_yaml::to_string(&doc)?,
         Output::Json => serde_json::to_string_pretty(&doc)? + "\n",
