@@ -84,6 +84,12 @@ struct RunArgs {
     /// Plugin instances that may exist at once (pool slots).
     #[arg(long, default_value_t = 256)]
     max_instances: u32,
+    /// A registry (`host:port`, as in references) to pull plugins from over plain HTTP.
+    #[arg(long = "insecure-registry")]
+    insecure_registries: Vec<String>,
+    /// Seconds between re-resolutions of OCI tags; a moved tag is hot-swapped.
+    #[arg(long, default_value_t = 300)]
+    oci_poll_seconds: u64,
 }
 
 #[derive(Debug, clap::Args)]
@@ -387,6 +393,14 @@ async fn run_operator(cli: &Cli, args: &RunArgs) -> Result<()> {
             }),
         settings: windlass::controller::Settings {
             concurrency: args.concurrency,
+            oci: windlass::controller::fetch::OciSettings {
+                options: windlass::source::oci::Options {
+                    insecure_registries: args.insecure_registries.clone(),
+                    ..Default::default()
+                },
+                namespace: args.namespace.clone(),
+            },
+            oci_poll: Duration::from_secs(args.oci_poll_seconds.max(1)),
             ..Default::default()
         },
         runtime: RuntimeConfig {

@@ -2,6 +2,8 @@
 //! `docker-registry`) on loopback and, for interoperability, `skopeo` (Debian package `skopeo`).
 //! `.ci/run` installs both; a missing one fails the tests, naming the package.
 
+mod support;
+
 use std::{
     io::{Read as _, Write as _},
     net::{TcpListener, TcpStream},
@@ -583,4 +585,96 @@ fn pushing_a_file_that_is_not_a_plugin_is_refused_before_contacting_the_registry
         stderr.contains("not a loadable WebAssembly component"),
         "{stderr}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_host_loads_a_plugin_from_the_registry_swaps_on_retag_and_refuses_a_wrong_pin() {
+    use serde_json::json;
+    use support::{Env, data, eventually, operator_config};
+    let registry = Registry::start(false);
+    let runtime = Runtime::new(RuntimeConfig {
+        max_instances: 8,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let reference = registry.reference("plugins/children:stable");
+    oci::push(
+        &reference,
+        &guests::bytes(guests::CHILDREN),
+        &runtime,
+        &registry.options(),
+    )
+    .await
+    .unwrap();
+
+    let mut env = Env::start().await;
+    let mut config = operator_config("test", None);
+    config.settings.oci.options = registry.options();
+    config.settings.oci.namespace = "windlass-system".into();
+    config.settings.oci_poll = Duration::from_secs(1);
+    env.run_operator_with(config).await;
+    let wp = |extra: Value| {
+        let mut source = json!({"oci": {"reference": reference}});
+        if let (Some(s), Some(e)) = (source.as_object_mut(), extra.as_object()) {
+            s.extend(e.clone());
+        }
+        json!({"apiVersion": "windlass.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": "children"},
+               "spec": {"parent": {"apiVersion": "example.com/v1", "kind": "Thing"}, "source": source}})
+    };
+    let wps: kube::Api<windlass::crd::WasmPlugin> = kube::Api::all(env.client.clone());
+    let apply = kube::api::PatchParams::apply("test").force();
+    wps.patch("children", &apply, &kube::api::Patch::Apply(&wp(json!({}))))
+        .await
+        .unwrap();
+    env.create_thing("t1", json!({"names": ["a"], "value": "v"}))
+        .await;
+    eventually("a child from the registry's v1", || async {
+        env.children_of("t1")
+            .await
+            .first()
+            .filter(|c| data(c, "version") == "1.0.0")
+            .map(|_| ())
+    })
+    .await;
+
+    // Retag: the same tag now names v2; the host notices on its next poll and swaps.
+    oci::push(
+        &reference,
+        &guests::bytes(guests::CHILDREN_V2),
+        &runtime,
+        &registry.options(),
+    )
+    .await
+    .unwrap();
+    eventually("the child rewritten by v2 after the retag", || async {
+        env.children_of("t1")
+            .await
+            .first()
+            .filter(|c| data(c, "version") == "2.0.0")
+            .map(|_| ())
+    })
+    .await;
+
+    // A pin that does not match what the tag names: refused, v2 keeps serving.
+    let v1 = digest_of(guests::CHILDREN);
+    wps.patch(
+        "children",
+        &apply,
+        &kube::api::Patch::Apply(&wp(json!({"sha256": v1}))),
+    )
+    .await
+    .unwrap();
+    let status = eventually("the refusal", || async {
+        let status = env.wasm_plugin("children").await.status?;
+        status.last_error.is_some().then_some(status)
+    })
+    .await;
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    assert_eq!(ready.reason, "DigestMismatch", "{}", ready.message);
+    assert_eq!(status.digest, Some(digest_of(guests::CHILDREN_V2)));
+    assert_eq!(data(&env.children_of("t1").await[0], "version"), "2.0.0");
 }

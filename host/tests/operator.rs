@@ -1,16 +1,18 @@
 //! The operator end to end against the devcluster: WasmPlugins from ConfigMaps, parents and
 //! their children, hot swap, broken versions, finalize, leader failover, API faults.
 
-use std::{future::Future, sync::atomic::Ordering, time::Duration};
+mod support;
+
+use std::{sync::atomic::Ordering, time::Duration};
 
 use k8s_openapi::{
+    ByteString,
     api::{
         apps::v1::StatefulSet,
         core::v1::{ConfigMap, Namespace},
         events::v1::Event,
     },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-    ByteString,
 };
 use kube::{
     Api, Client, ResourceExt,
@@ -18,6 +20,7 @@ use kube::{
     core::{ApiResource, GroupVersionKind},
 };
 use serde_json::{Value, json};
+use support::*;
 use tokio::sync::watch;
 use windlass::{
     controller::{Settings, leader::Election},
@@ -25,185 +28,63 @@ use windlass::{
     operator,
     runtime::RuntimeConfig,
 };
-use windlass_devcluster::{DevCluster, Options};
 use windlass_test_guests as guests;
-
-const WAIT: Duration = Duration::from_secs(60);
-
-/// Polls `check` until it returns Some, or fails the test after `WAIT` naming `what`.
-async fn eventually<T, F: Future<Output = Option<T>>>(what: &str, mut check: impl FnMut() -> F) -> T {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-struct Env {
-    cluster: DevCluster,
-    client: Client,
-    stop: watch::Sender<bool>,
-    operator: Option<operator::Handle>,
-}
-
-fn thing_crd() -> CustomResourceDefinition {
-    serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "things.example.com"},
-        "spec": {
-            "group": "example.com", "scope": "Namespaced",
-            "names": {"kind": "Thing", "plural": "things", "singular": "thing"},
-            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
-        },
-    }))
-    .unwrap()
-}
-
-fn thing_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("example.com", "v1", "Thing"), "things")
-}
-
-fn operator_config(identity: &str, election: Option<Election>) -> operator::Config {
-    operator::Config {
-        admin_addr: "127.0.0.1:0".parse().unwrap(),
-        election,
-        settings: Settings {
-            backoff_base: Duration::from_millis(100),
-            backoff_max: Duration::from_secs(2),
-            ..Settings::default()
-        },
-        runtime: RuntimeConfig { max_instances: 64, ..RuntimeConfig::default() },
-        identity: identity.to_string(),
-    }
-}
-
-impl Env {
-    async fn start() -> Env {
-        let cluster = DevCluster::start(Options::default()).await.expect("devcluster starts");
-        let client = cluster.client();
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        for crd in windlass::crd::all().into_iter().chain([thing_crd()]) {
-            crds.create(&PostParams::default(), &crd).await.expect("CRD created");
-        }
-        let namespaces: Api<Namespace> = Api::all(client.clone());
-        for ns in ["windlass-system", "shop"] {
-            let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
-            namespaces.create(&PostParams::default(), &ns).await.expect("namespace created");
-        }
-        let (stop, _) = watch::channel(false);
-        Env { cluster, client, stop, operator: None }
-    }
-
-    async fn run_operator(&mut self) {
-        let (handle, _task) = operator::start(self.client.clone(), operator_config("test", None), self.stop.subscribe())
-            .await
-            .expect("operator starts");
-        self.operator = Some(handle);
-    }
-
-    async fn put_plugin_bytes(&self, name: &str, bytes: Vec<u8>) {
-        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), "windlass-system");
-        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-        let mut cm = cm;
-        cm.binary_data = Some([("plugin.wasm".to_string(), ByteString(bytes))].into());
-        api.patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&cm)).await.expect("ConfigMap applied");
-    }
-
-    async fn put_wasm_plugin(&self, name: &str, parent_kind: (&str, &str), config_map: &str, extra: Value) {
-        let mut spec = json!({
-            "parent": {"apiVersion": parent_kind.0, "kind": parent_kind.1},
-            "source": {"configMap": {"namespace": "windlass-system", "name": config_map}},
-        });
-        if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
-            spec.extend(extra.clone());
-        }
-        let wp = json!({"apiVersion": "windlass.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": name}, "spec": spec});
-        let api: Api<WasmPlugin> = Api::all(self.client.clone());
-        api.patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&wp)).await.expect("WasmPlugin applied");
-    }
-
-    async fn wasm_plugin(&self, name: &str) -> WasmPlugin {
-        Api::<WasmPlugin>::all(self.client.clone()).get(name).await.expect("WasmPlugin exists")
-    }
-
-    fn things(&self) -> Api<DynamicObject> {
-        Api::namespaced_with(self.client.clone(), "shop", &thing_resource())
-    }
-
-    async fn create_thing(&self, name: &str, spec: Value) {
-        let thing: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": name}, "spec": spec,
-        }))
-        .unwrap();
-        self.things().create(&PostParams::default(), &thing).await.expect("Thing created");
-    }
-
-    fn config_maps(&self) -> Api<ConfigMap> {
-        Api::namespaced(self.client.clone(), "shop")
-    }
-
-    async fn children_of(&self, parent: &str) -> Vec<ConfigMap> {
-        let mut out: Vec<ConfigMap> = self
-            .config_maps()
-            .list(&ListParams::default())
-            .await
-            .expect("list ConfigMaps")
-            .items
-            .into_iter()
-            .filter(|cm| cm.name_any().starts_with(&format!("{parent}-")))
-            .collect();
-        out.sort_by_key(|cm| cm.name_any());
-        out
-    }
-
-    async fn with_children_plugin(&mut self) {
-        self.put_plugin_bytes("children", guests::bytes(guests::CHILDREN)).await;
-        self.put_wasm_plugin("children", ("example.com/v1", "Thing"), "children", json!({})).await;
-        self.run_operator().await;
-    }
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        let _ = self.stop.send(true);
-    }
-}
-
-fn data(cm: &ConfigMap, key: &str) -> String {
-    cm.data.as_ref().and_then(|d| d.get(key)).cloned().unwrap_or_default()
-}
-
-fn condition<'a>(obj: &'a Value, kind: &str) -> Option<&'a Value> {
-    obj.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == kind)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sampledb_gets_owned_labelled_children_and_becomes_ready() {
     let mut env = Env::start().await;
-    env.put_plugin_bytes("storage", guests::bytes(guests::STORAGE)).await;
-    env.put_wasm_plugin("sampledb-storage", ("samples.windlass.dev/v1alpha1", "SampleDB"), "storage", json!({})).await;
+    env.put_plugin_bytes("storage", guests::bytes(guests::STORAGE))
+        .await;
+    env.put_wasm_plugin(
+        "sampledb-storage",
+        ("samples.windlass.dev/v1alpha1", "SampleDB"),
+        "storage",
+        json!({}),
+    )
+    .await;
     env.run_operator().await;
-    let sdb_resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("samples.windlass.dev", "v1alpha1", "SampleDB"), "sampledbs");
+    let sdb_resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("samples.windlass.dev", "v1alpha1", "SampleDB"),
+        "sampledbs",
+    );
     let sdbs: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), "shop", &sdb_resource);
-    let example: Value = windlass::render::parse_docs(include_str!("../../examples/sampledb.yaml"), "example").unwrap().remove(0);
+    let example: Value =
+        windlass::render::parse_docs(include_str!("../../examples/sampledb.yaml"), "example")
+            .unwrap()
+            .remove(0);
     let mut sdb: DynamicObject = serde_json::from_value(example).unwrap();
     sdb.metadata.namespace = Some("shop".into());
-    let created = sdbs.create(&PostParams::default(), &sdb).await.expect("SampleDB created");
+    let created = sdbs
+        .create(&PostParams::default(), &sdb)
+        .await
+        .expect("SampleDB created");
     let uid = created.uid().unwrap();
 
     let sts_api: Api<StatefulSet> = Api::namespaced(env.client.clone(), "shop");
-    let sts = eventually("the StatefulSet", || async { sts_api.get_opt("example-database").await.ok().flatten() }).await;
+    let sts = eventually("the StatefulSet", || async {
+        sts_api.get_opt("example-database").await.ok().flatten()
+    })
+    .await;
     let labels = sts.labels();
     assert_eq!(labels["windlass.dev/parent-uid"], uid);
     assert_eq!(labels["app.kubernetes.io/managed-by"], "windlass");
     let owner = &sts.owner_references()[0];
-    assert_eq!((owner.kind.as_str(), owner.uid.as_str(), owner.controller), ("SampleDB", uid.as_str(), Some(true)));
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
+        ("SampleDB", uid.as_str(), Some(true))
+    );
     assert!(sts.annotations()["windlass.dev/produced-by"].starts_with("sampledb-storage@sha256:"));
-    let template_labels = sts.spec.as_ref().unwrap().template.metadata.as_ref().unwrap().labels.as_ref().unwrap();
+    let template_labels = sts
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .metadata
+        .as_ref()
+        .unwrap()
+        .labels
+        .as_ref()
+        .unwrap();
     assert_eq!(template_labels["windlass.dev/parent-uid"], uid);
 
     // The simulator makes the replicas ready; the plugin sees it through the watch cache.
@@ -217,17 +98,29 @@ async fn a_sampledb_gets_owned_labelled_children_and_becomes_ready() {
     assert_eq!(condition(&ready, "Reconciled").unwrap()["status"], "True");
     assert_eq!(condition(&ready, "StorageReady").unwrap()["status"], "True");
     let metrics = &env.operator.as_ref().unwrap().health.metrics;
-    assert!(metrics.encode().contains(r#"windlass_plugin_calls_total{plugin="sampledb-storage",outcome="ok"}"#));
+    assert!(
+        metrics
+            .encode()
+            .contains(r#"windlass_plugin_calls_total{plugin="sampledb-storage",outcome="ok"}"#)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn editing_the_spec_updates_children_and_prunes_stale_ones() {
     let mut env = Env::start().await;
     env.with_children_plugin().await;
-    env.create_thing("t1", json!({"names": ["a", "b"], "value": "one"})).await;
-    eventually("two children", || async { (env.children_of("t1").await.len() == 2).then_some(()) }).await;
+    env.create_thing("t1", json!({"names": ["a", "b"], "value": "one"}))
+        .await;
+    eventually("two children", || async {
+        (env.children_of("t1").await.len() == 2).then_some(())
+    })
+    .await;
     env.things()
-        .patch("t1", &PatchParams::default(), &Patch::Merge(json!({"spec": {"names": ["a"], "value": "two"}})))
+        .patch(
+            "t1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"names": ["a"], "value": "two"}})),
+        )
         .await
         .unwrap();
     let children = eventually("b pruned and a updated", || async {
@@ -242,32 +135,55 @@ async fn editing_the_spec_updates_children_and_prunes_stale_ones() {
 async fn updating_the_plugins_config_map_swaps_the_logic_without_a_restart() {
     let mut env = Env::start().await;
     env.with_children_plugin().await;
-    env.create_thing("t1", json!({"names": ["a"], "value": "v"})).await;
+    env.create_thing("t1", json!({"names": ["a"], "value": "v"}))
+        .await;
     eventually("a v1 child", || async {
-        env.children_of("t1").await.first().filter(|c| data(c, "version") == "1.0.0").map(|_| ())
+        env.children_of("t1")
+            .await
+            .first()
+            .filter(|c| data(c, "version") == "1.0.0")
+            .map(|_| ())
     })
     .await;
-    env.put_plugin_bytes("children", guests::bytes(guests::CHILDREN_V2)).await;
+    env.put_plugin_bytes("children", guests::bytes(guests::CHILDREN_V2))
+        .await;
     eventually("the child rewritten by v2", || async {
-        env.children_of("t1").await.first().filter(|c| data(c, "version") == "2.0.0").map(|_| ())
+        env.children_of("t1")
+            .await
+            .first()
+            .filter(|c| data(c, "version") == "2.0.0")
+            .map(|_| ())
     })
     .await;
     let wp = env.wasm_plugin("children").await;
     let status = wp.status.unwrap();
     assert_eq!(status.version.as_deref(), Some("2.0.0"));
-    assert_eq!(status.digest.as_deref(), Some(windlass::runtime::Runtime::digest(&guests::bytes(guests::CHILDREN_V2)).as_str()));
+    assert_eq!(
+        status.digest.as_deref(),
+        Some(windlass::runtime::Runtime::digest(&guests::bytes(guests::CHILDREN_V2)).as_str())
+    );
 }
 
 /// Swaps in a broken version and checks that v1 keeps serving and nothing is deleted.
 async fn broken_version_is_refused(bytes: Vec<u8>, pin: Option<&str>, reason: &str) {
     let mut env = Env::start().await;
     env.with_children_plugin().await;
-    env.create_thing("t1", json!({"names": ["a", "b"], "value": "v"})).await;
-    eventually("two children", || async { (env.children_of("t1").await.len() == 2).then_some(()) }).await;
+    env.create_thing("t1", json!({"names": ["a", "b"], "value": "v"}))
+        .await;
+    eventually("two children", || async {
+        (env.children_of("t1").await.len() == 2).then_some(())
+    })
+    .await;
     let good = windlass::runtime::Runtime::digest(&guests::bytes(guests::CHILDREN));
     if let Some(pin) = pin {
-        env.put_wasm_plugin("children", ("example.com/v1", "Thing"), "children", json!({"source": {
-            "configMap": {"namespace": "windlass-system", "name": "children"}, "sha256": pin}})).await;
+        env.put_wasm_plugin(
+            "children",
+            ("example.com/v1", "Thing"),
+            "children",
+            json!({"source": {
+            "configMap": {"namespace": "windlass-system", "name": "children"}, "sha256": pin}}),
+        )
+        .await;
     }
     env.put_plugin_bytes("children", bytes).await;
     let status = eventually("the refusal on the WasmPlugin", || async {
@@ -275,14 +191,29 @@ async fn broken_version_is_refused(bytes: Vec<u8>, pin: Option<&str>, reason: &s
         status.last_error.is_some().then_some(status)
     })
     .await;
-    let ready = status.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
     assert_eq!(ready.reason, reason, "{}", ready.message);
-    assert!(ready.message.starts_with(&format!("new version refused, still serving {good}")), "{}", ready.message);
+    assert!(
+        ready
+            .message
+            .starts_with(&format!("new version refused, still serving {good}")),
+        "{}",
+        ready.message
+    );
     assert_eq!(status.digest.as_deref(), Some(good.as_str()));
     // The old version still serves: a new parent gets its children.
-    env.create_thing("t2", json!({"names": ["x"], "value": "v"})).await;
+    env.create_thing("t2", json!({"names": ["x"], "value": "v"}))
+        .await;
     eventually("t2's child from the old version", || async {
-        env.children_of("t2").await.first().filter(|c| data(c, "version") == "1.0.0").map(|_| ())
+        env.children_of("t2")
+            .await
+            .first()
+            .filter(|c| data(c, "version") == "1.0.0")
+            .map(|_| ())
     })
     .await;
     assert_eq!(env.children_of("t1").await.len(), 2, "no child was deleted");
@@ -300,24 +231,42 @@ async fn a_version_that_times_out_is_refused_and_the_old_one_keeps_serving() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_version_with_forbidden_output_is_refused_and_the_old_one_keeps_serving() {
-    broken_version_is_refused(guests::bytes(guests::OTHER_NAMESPACE), None, "InvalidOutput").await;
+    broken_version_is_refused(
+        guests::bytes(guests::OTHER_NAMESPACE),
+        None,
+        "InvalidOutput",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_version_with_the_wrong_digest_is_refused_and_the_old_one_keeps_serving() {
     let pin = windlass::runtime::Runtime::digest(&guests::bytes(guests::CHILDREN));
-    broken_version_is_refused(guests::bytes(guests::CHILDREN_V2), Some(&pin), "DigestMismatch").await;
+    broken_version_is_refused(
+        guests::bytes(guests::CHILDREN_V2),
+        Some(&pin),
+        "DigestMismatch",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_plugin_sets_a_condition_naming_it_and_deletes_nothing() {
     let mut env = Env::start().await;
     env.with_children_plugin().await;
-    env.create_thing("t1", json!({"names": ["a"], "value": "v"})).await;
-    eventually("a child", || async { (env.children_of("t1").await.len() == 1).then_some(()) }).await;
+    env.create_thing("t1", json!({"names": ["a"], "value": "v"}))
+        .await;
+    eventually("a child", || async {
+        (env.children_of("t1").await.len() == 1).then_some(())
+    })
+    .await;
     // A spec the plugin cannot read: it fails on this parent only.
     env.things()
-        .patch("t1", &PatchParams::default(), &Patch::Merge(json!({"spec": {"names": "not-a-list"}})))
+        .patch(
+            "t1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"names": "not-a-list"}})),
+        )
         .await
         .unwrap();
     let thing = eventually("the failure condition", || async {
@@ -327,12 +276,24 @@ async fn a_failing_plugin_sets_a_condition_naming_it_and_deletes_nothing() {
     .await;
     let reconciled = condition(&thing, "Reconciled").unwrap();
     assert_eq!(reconciled["reason"], "InvalidParent");
-    assert!(reconciled["message"].as_str().unwrap().starts_with("plugin guest-children: invalid parent: spec:"), "{reconciled}");
+    assert!(
+        reconciled["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("plugin guest-children: invalid parent: spec:"),
+        "{reconciled}"
+    );
     assert_eq!(env.children_of("t1").await.len(), 1, "nothing was pruned");
     let events: Api<Event> = Api::namespaced(env.client.clone(), "shop");
     eventually("a Warning event", || async {
         let list = events.list(&ListParams::default()).await.ok()?;
-        list.items.iter().any(|e| e.type_.as_deref() == Some("Warning") && e.reason.as_deref() == Some("InvalidParent")).then_some(())
+        list.items
+            .iter()
+            .any(|e| {
+                e.type_.as_deref() == Some("Warning")
+                    && e.reason.as_deref() == Some("InvalidParent")
+            })
+            .then_some(())
     })
     .await;
 }
@@ -341,21 +302,47 @@ async fn a_failing_plugin_sets_a_condition_naming_it_and_deletes_nothing() {
 async fn deleting_a_parent_finalizes_first_then_its_children_go() {
     let mut env = Env::start().await;
     env.with_children_plugin().await;
-    env.create_thing("t1", json!({"names": ["a"], "value": "v"})).await;
+    env.create_thing("t1", json!({"names": ["a"], "value": "v"}))
+        .await;
     let thing = eventually("the finalizer", || async {
         let t = env.things().get("t1").await.ok()?;
-        t.finalizers().contains(&"windlass.dev/finalize".to_string()).then_some(t)
+        t.finalizers()
+            .contains(&"windlass.dev/finalize".to_string())
+            .then_some(t)
     })
     .await;
-    assert!(thing.finalizers().contains(&"windlass.dev/finalize".to_string()));
-    eventually("a child", || async { (env.children_of("t1").await.len() == 1).then_some(()) }).await;
-    env.things().delete("t1", &DeleteParams::default()).await.unwrap();
-    eventually("the parent gone", || async { env.things().get_opt("t1").await.ok()?.is_none().then_some(()) }).await;
-    eventually("its children collected", || async { env.children_of("t1").await.is_empty().then_some(()) }).await;
+    assert!(
+        thing
+            .finalizers()
+            .contains(&"windlass.dev/finalize".to_string())
+    );
+    eventually("a child", || async {
+        (env.children_of("t1").await.len() == 1).then_some(())
+    })
+    .await;
+    env.things()
+        .delete("t1", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the parent gone", || async {
+        env.things()
+            .get_opt("t1")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    eventually("its children collected", || async {
+        env.children_of("t1").await.is_empty().then_some(())
+    })
+    .await;
     let events: Api<Event> = Api::namespaced(env.client.clone(), "shop");
     let list = events.list(&ListParams::default()).await.unwrap();
     assert!(
-        list.items.iter().any(|e| e.reason.as_deref() == Some("Finalized")),
+        list.items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("Finalized")),
         "the plugin's finalize phase ran to completion before the finalizer went"
     );
 }
@@ -363,8 +350,15 @@ async fn deleting_a_parent_finalizes_first_then_its_children_go() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_takes_over_when_the_leader_stops() {
     let env = Env::start().await;
-    env.put_plugin_bytes("children", guests::bytes(guests::CHILDREN)).await;
-    env.put_wasm_plugin("children", ("example.com/v1", "Thing"), "children", json!({})).await;
+    env.put_plugin_bytes("children", guests::bytes(guests::CHILDREN))
+        .await;
+    env.put_wasm_plugin(
+        "children",
+        ("example.com/v1", "Thing"),
+        "children",
+        json!({}),
+    )
+    .await;
     let election = |id: &str| Election {
         namespace: "windlass-system".into(),
         name: "windlass-leader".into(),
@@ -373,20 +367,49 @@ async fn a_standby_takes_over_when_the_leader_stops() {
         grace: Duration::from_secs(1),
     };
     let (stop_a, stopped_a) = watch::channel(false);
-    let (a, task_a) = operator::start(env.client.clone(), operator_config("a", Some(election("a"))), stopped_a).await.unwrap();
-    eventually("a leads", || async { a.health.ready.load(Ordering::Relaxed).then_some(()) }).await;
+    let (a, task_a) = operator::start(
+        env.client.clone(),
+        operator_config("a", Some(election("a"))),
+        stopped_a,
+    )
+    .await
+    .unwrap();
+    eventually("a leads", || async {
+        a.health.ready.load(Ordering::Relaxed).then_some(())
+    })
+    .await;
     let (stop_b, stopped_b) = watch::channel(false);
-    let (b, _task_b) = operator::start(env.client.clone(), operator_config("b", Some(election("b"))), stopped_b).await.unwrap();
+    let (b, _task_b) = operator::start(
+        env.client.clone(),
+        operator_config("b", Some(election("b"))),
+        stopped_b,
+    )
+    .await
+    .unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(!b.health.ready.load(Ordering::Relaxed), "b stands by while a leads");
-    env.create_thing("t1", json!({"names": ["a"], "value": "v"})).await;
-    eventually("a reconciles", || async { (env.children_of("t1").await.len() == 1).then_some(()) }).await;
+    assert!(
+        !b.health.ready.load(Ordering::Relaxed),
+        "b stands by while a leads"
+    );
+    env.create_thing("t1", json!({"names": ["a"], "value": "v"}))
+        .await;
+    eventually("a reconciles", || async {
+        (env.children_of("t1").await.len() == 1).then_some(())
+    })
+    .await;
 
     stop_a.send(true).unwrap();
     let _ = task_a.await;
-    eventually("b takes over", || async { b.health.ready.load(Ordering::Relaxed).then_some(()) }).await;
-    env.create_thing("t2", json!({"names": ["x"], "value": "v"})).await;
-    eventually("b reconciles", || async { (env.children_of("t2").await.len() == 1).then_some(()) }).await;
+    eventually("b takes over", || async {
+        b.health.ready.load(Ordering::Relaxed).then_some(())
+    })
+    .await;
+    env.create_thing("t2", json!({"names": ["x"], "value": "v"}))
+        .await;
+    eventually("b reconciles", || async {
+        (env.children_of("t2").await.len() == 1).then_some(())
+    })
+    .await;
     let _ = stop_b.send(true);
 }
 
@@ -406,14 +429,22 @@ async fn every_parent_converges_through_api_faults() {
         }))
         .unwrap();
         // The test's own writes retry through the faults too.
-        eventually("the Thing created", || async { env.things().create(&PostParams::default(), &thing).await.ok().map(|_| ()) }).await;
+        eventually("the Thing created", || async {
+            env.things()
+                .create(&PostParams::default(), &thing)
+                .await
+                .ok()
+                .map(|_| ())
+        })
+        .await;
     }
     faults.restart();
     for i in 0..10 {
         let name = format!("f{i}");
         eventually(&format!("{name} converged"), || async {
             let t = serde_json::to_value(env.things().get(&name).await.ok()?).ok()?;
-            let ok = condition(&t, "Reconciled").is_some_and(|c| c["status"] == "True") && t["status"]["count"] == 2;
+            let ok = condition(&t, "Reconciled").is_some_and(|c| c["status"] == "True")
+                && t["status"]["count"] == 2;
             (ok && env.children_of(&name).await.len() == 2).then_some(())
         })
         .await;

@@ -1,11 +1,20 @@
 //! Fetching a WasmPlugin's component from its source and checking its pin.
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::{Api, Client};
 
-use crate::{crd::PluginSource, runtime::Runtime};
+use crate::{crd::PluginSource, runtime::Runtime, source::oci};
 
 use super::Error;
+
+/// Where OCI sources are pulled from and with which settings.
+#[derive(Debug, Clone, Default)]
+pub struct OciSettings {
+    /// Registry options (plain-HTTP registries, size limit); credentials come per WasmPlugin.
+    pub options: oci::Options,
+    /// The namespace of pull secrets (the host's own).
+    pub namespace: String,
+}
 
 /// A component's bytes and digest, as fetched.
 #[derive(Debug, Clone)]
@@ -16,12 +25,54 @@ pub struct Fetched {
     pub digest: String,
 }
 
+/// The OCI options for one WasmPlugin: the host's settings plus its pull secret's credentials.
+///
+/// # Errors
+/// [`Error::Source`] when the pull secret cannot be read or holds no credentials for the
+/// reference's registry.
+pub async fn oci_options(
+    client: &Client,
+    plugin: &str,
+    settings: &OciSettings,
+    source: &crate::crd::OciSource,
+) -> Result<oci::Options, Error> {
+    let mut options = settings.options.clone();
+    let Some(secret_name) = &source.pull_secret else {
+        return Ok(options);
+    };
+    let fail = |why: String| Error::Source {
+        plugin: plugin.to_string(),
+        why: format!("pull secret {}/{secret_name}: {why}", settings.namespace),
+    };
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &settings.namespace);
+    let secret = secrets
+        .get_opt(secret_name)
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    let secret = secret.ok_or_else(|| fail("does not exist".into()))?;
+    let json = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(".dockerconfigjson"))
+        .ok_or_else(|| fail("has no .dockerconfigjson key".into()))?;
+    let registry = oci::registry_of(&source.reference).map_err(|e| fail(e.to_string()))?;
+    let auth = oci::RegistryAuth::from_docker_config(&json.0, &registry)
+        .map_err(|e| fail(e.to_string()))?;
+    options.auth = Some(auth.ok_or_else(|| fail(format!("has no credentials for {registry}")))?);
+    Ok(options)
+}
+
 /// Fetches the component a source names and checks the `sha256` pin.
 ///
 /// # Errors
 /// [`Error::Source`] naming the source when it cannot be read, and [`Error::DigestMismatch`]
 /// when the pin does not match.
-pub async fn fetch(client: &Client, plugin: &str, source: &PluginSource) -> Result<Fetched, Error> {
+pub async fn fetch(
+    client: &Client,
+    plugin: &str,
+    source: &PluginSource,
+    settings: &OciSettings,
+) -> Result<Fetched, Error> {
     source.validate().map_err(|why| Error::Source {
         plugin: plugin.to_string(),
         why,
@@ -53,10 +104,17 @@ pub async fn fetch(client: &Client, plugin: &str, source: &PluginSource) -> Resu
         tokio::fs::read(&file.path)
             .await
             .map_err(|e| fail(e.to_string()))?
+    } else if let Some(reference) = &source.oci {
+        let options = oci_options(client, plugin, settings, reference).await?;
+        let pulled = oci::pull(&reference.reference, &options, source.sha256.as_deref())
+            .await
+            .map_err(|source| Error::Oci {
+                plugin: plugin.to_string(),
+                source,
+            })?;
+        pulled.bytes
     } else {
-        return Err(fail(
-            "OCI sources are not supported by this build yet".into(),
-        ));
+        return Err(fail("no source".into()));
     };
     let digest = Runtime::digest(&bytes);
     if let Some(pin) = &source.sha256 {

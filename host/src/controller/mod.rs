@@ -35,6 +35,12 @@ pub enum Error {
     /// The plugin's source could not be read.
     #[error("plugin {plugin}: source {why}")]
     Source { plugin: String, why: String },
+    /// Pulling from an OCI registry failed (unreachable, auth, not found, wrong layout, pin).
+    #[error("plugin {plugin}: {source}")]
+    Oci {
+        plugin: String,
+        source: crate::source::Error,
+    },
     /// The fetched component does not match its sha256 pin.
     #[error("plugin {plugin}: digest mismatch: pinned {expected}, fetched {actual}")]
     DigestMismatch {
@@ -84,6 +90,7 @@ impl Error {
         match self {
             Error::Source { .. } => "SourceUnavailable",
             Error::DigestMismatch { .. } => "DigestMismatch",
+            Error::Oci { source, .. } => source.reason(),
             Error::Runtime(e) => e.reason(),
             Error::WrongParentKind { .. } => "WrongParentKind",
             Error::Pipeline(e) => e.reason(),
@@ -108,6 +115,10 @@ pub struct Settings {
     pub backoff_base: Duration,
     /// Longest retry delay.
     pub backoff_max: Duration,
+    /// OCI registries and the namespace of pull secrets.
+    pub oci: fetch::OciSettings,
+    /// How often OCI tags are re-resolved; a moved tag triggers the normal verified swap.
+    pub oci_poll: Duration,
 }
 
 impl Default for Settings {
@@ -117,6 +128,8 @@ impl Default for Settings {
             resync: Duration::from_secs(600),
             backoff_base: Duration::from_millis(500),
             backoff_max: Duration::from_secs(300),
+            oci: fetch::OciSettings::default(),
+            oci_poll: Duration::from_secs(300),
         }
     }
 }

@@ -33,6 +33,8 @@ struct Loader {
     shared: Arc<Shared>,
     specs: Mutex<HashMap<String, WasmPlugin>>,
     config_maps: Mutex<HashMap<(String, String), tokio::task::JoinHandle<()>>>,
+    /// The manifest digest each OCI-sourced WasmPlugin was last loaded from.
+    manifests: Mutex<HashMap<String, String>>,
     reload: mpsc::UnboundedSender<String>,
 }
 
@@ -43,8 +45,31 @@ pub async fn run(shared: Arc<Shared>) {
         shared: shared.clone(),
         specs: Mutex::new(HashMap::new()),
         config_maps: Mutex::new(HashMap::new()),
+        manifests: Mutex::new(HashMap::new()),
         reload: tx,
     });
+    // Tags move: re-resolve every OCI source on an interval. A load whose manifest digest did
+    // not change stops after one HEAD request.
+    let poll = {
+        let loader = loader.clone();
+        let every = shared.settings.oci_poll;
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let names: Vec<String> = loader
+                    .lock_specs()
+                    .iter()
+                    .filter(|(_, wp)| wp.spec.source.oci.is_some())
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                for name in names {
+                    let _ = loader.reload.send(name);
+                }
+            }
+        })
+    };
     let worker = {
         let loader = loader.clone();
         tokio::spawn(async move {
@@ -83,6 +108,7 @@ pub async fn run(shared: Arc<Shared>) {
         }
     }
     worker.abort();
+    poll.abort();
 }
 
 impl Loader {
@@ -138,7 +164,35 @@ impl Loader {
         serving: Option<&(String, WasmPluginSpec)>,
     ) -> Result<bool, Error> {
         let shared = &self.shared;
-        let fetched = fetch::fetch(&shared.client, name, &spec.source).await?;
+        let mut manifest = None;
+        if let Some(oci_source) = &spec.source.oci {
+            let options =
+                fetch::oci_options(&shared.client, name, &shared.settings.oci, oci_source).await?;
+            let resolved = crate::source::oci::resolve(&oci_source.reference, &options)
+                .await
+                .map_err(|source| Error::Oci {
+                    plugin: name.to_string(),
+                    source,
+                })?;
+            let unchanged = self
+                .manifests
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(name)
+                == Some(&resolved);
+            if unchanged && serving.is_some_and(|(_, old)| old == spec) {
+                return Ok(false);
+            }
+            manifest = Some(resolved);
+        }
+        let fetched =
+            fetch::fetch(&shared.client, name, &spec.source, &shared.settings.oci).await?;
+        if let Some(manifest) = manifest {
+            self.manifests
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(name.to_string(), manifest);
+        }
         if let Some((digest, old_spec)) = serving
             && *digest == fetched.digest
             && old_spec == spec
@@ -210,32 +264,56 @@ impl Loader {
         };
         let pipeline = Arc::new(shared.registry.candidate(name, spec, stage.clone()));
         let api: Api<DynamicObject> = Api::all_with(shared.client.clone(), &resource);
-        let parents = api.list(&ListParams::default().limit(CANARY_PARENTS)).await?;
-        for parent in parents.items.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()) {
+        let parents = api
+            .list(&ListParams::default().limit(CANARY_PARENTS))
+            .await?;
+        for parent in parents
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+        {
             let uid = parent.uid().unwrap_or_default();
             let namespace = parent.namespace();
             let mut observed = Vec::new();
-            let kinds: BTreeSet<String> = pipeline.stages.iter().flat_map(|s| s.observed_kinds().map(String::from)).collect();
+            let kinds: BTreeSet<String> = pipeline
+                .stages
+                .iter()
+                .flat_map(|s| s.observed_kinds().map(String::from))
+                .collect();
             for kind in kinds {
-                let Ok((ar, namespaced)) = shared.discovery.resolve(&kind).await else { continue };
+                let Ok((ar, namespaced)) = shared.discovery.resolve(&kind).await else {
+                    continue;
+                };
                 let api: Api<DynamicObject> = match &namespace {
                     Some(ns) if namespaced => Api::namespaced_with(shared.client.clone(), ns, &ar),
                     _ => Api::all_with(shared.client.clone(), &ar),
                 };
                 let selector = format!("{PARENT_UID_LABEL}={uid}");
-                for mut child in api.list(&ListParams::default().labels(&selector)).await?.items {
-                    child.types = Some(TypeMeta { api_version: ar.api_version.clone(), kind: ar.kind.clone() });
+                for mut child in api
+                    .list(&ListParams::default().labels(&selector))
+                    .await?
+                    .items
+                {
+                    child.types = Some(TypeMeta {
+                        api_version: ar.api_version.clone(),
+                        kind: ar.kind.clone(),
+                    });
                     observed.push(serde_json::to_value(&child).unwrap_or_default());
                 }
             }
             let mut parent_obj = parent.clone();
-            parent_obj.types = Some(TypeMeta { api_version: resource.api_version.clone(), kind: resource.kind.clone() });
+            parent_obj.types = Some(TypeMeta {
+                api_version: resource.api_version.clone(),
+                kind: resource.kind.clone(),
+            });
             let parent_json = serde_json::to_value(&parent_obj).unwrap_or_default();
             let run = pipeline.clone();
             let now = jiff::Timestamp::now().to_string();
-            let result = tokio::task::spawn_blocking(move || run.run(Phase::Reconcile, &parent_json, &observed, &now))
-                .await
-                .map_err(|e| Error::Join(e.to_string()))?;
+            let result = tokio::task::spawn_blocking(move || {
+                run.run(Phase::Reconcile, &parent_json, &observed, &now)
+            })
+            .await
+            .map_err(|e| Error::Join(e.to_string()))?;
             if let Err(e) = result
                 && e.plugin() == Some(stage.plugin.name())
                 && e.reason() != "InvalidParent"

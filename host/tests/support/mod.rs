@@ -1,0 +1,245 @@
+//! The devcluster with the host's CRDs, a test CRD (`Thing`) and an operator: shared by the
+//! end-to-end tests.
+#![allow(dead_code)]
+
+use std::{future::Future, time::Duration};
+
+use k8s_openapi::{
+    ByteString,
+    api::core::v1::{ConfigMap, Namespace},
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{DynamicObject, ListParams, Patch, PatchParams, PostParams},
+    core::{ApiResource, GroupVersionKind},
+};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use windlass::{
+    controller::{Settings, leader::Election},
+    crd::WasmPlugin,
+    operator,
+    runtime::RuntimeConfig,
+};
+use windlass_devcluster::{DevCluster, Options};
+use windlass_test_guests as guests;
+
+pub const WAIT: Duration = Duration::from_secs(60);
+
+/// Polls `check` until it returns Some, or fails the test after `WAIT` naming `what`.
+pub async fn eventually<T, F: Future<Output = Option<T>>>(
+    what: &str,
+    mut check: impl FnMut() -> F,
+) -> T {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+pub struct Env {
+    pub cluster: DevCluster,
+    pub client: Client,
+    pub stop: watch::Sender<bool>,
+    pub operator: Option<operator::Handle>,
+}
+
+pub fn thing_crd() -> CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "things.example.com"},
+        "spec": {
+            "group": "example.com", "scope": "Namespaced",
+            "names": {"kind": "Thing", "plural": "things", "singular": "thing"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+        },
+    }))
+    .unwrap()
+}
+
+pub fn thing_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1", "Thing"),
+        "things",
+    )
+}
+
+pub fn operator_config(identity: &str, election: Option<Election>) -> operator::Config {
+    operator::Config {
+        admin_addr: "127.0.0.1:0".parse().unwrap(),
+        election,
+        settings: Settings {
+            backoff_base: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(2),
+            ..Settings::default()
+        },
+        runtime: RuntimeConfig {
+            max_instances: 64,
+            ..RuntimeConfig::default()
+        },
+        identity: identity.to_string(),
+    }
+}
+
+impl Env {
+    pub async fn start() -> Env {
+        let cluster = DevCluster::start(Options::default())
+            .await
+            .expect("devcluster starts");
+        let client = cluster.client();
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in windlass::crd::all().into_iter().chain([thing_crd()]) {
+            crds.create(&PostParams::default(), &crd)
+                .await
+                .expect("CRD created");
+        }
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        for ns in ["windlass-system", "shop"] {
+            let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap();
+            namespaces
+                .create(&PostParams::default(), &ns)
+                .await
+                .expect("namespace created");
+        }
+        let (stop, _) = watch::channel(false);
+        Env {
+            cluster,
+            client,
+            stop,
+            operator: None,
+        }
+    }
+
+    pub async fn run_operator(&mut self) {
+        self.run_operator_with(operator_config("test", None)).await;
+    }
+
+    pub async fn run_operator_with(&mut self, config: operator::Config) {
+        let (handle, _task) = operator::start(self.client.clone(), config, self.stop.subscribe())
+            .await
+            .expect("operator starts");
+        self.operator = Some(handle);
+    }
+
+    pub async fn put_plugin_bytes(&self, name: &str, bytes: Vec<u8>) {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), "windlass-system");
+        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+        let mut cm = cm;
+        cm.binary_data = Some([("plugin.wasm".to_string(), ByteString(bytes))].into());
+        api.patch(
+            name,
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&cm),
+        )
+        .await
+        .expect("ConfigMap applied");
+    }
+
+    pub async fn put_wasm_plugin(
+        &self,
+        name: &str,
+        parent_kind: (&str, &str),
+        config_map: &str,
+        extra: Value,
+    ) {
+        let mut spec = json!({
+            "parent": {"apiVersion": parent_kind.0, "kind": parent_kind.1},
+            "source": {"configMap": {"namespace": "windlass-system", "name": config_map}},
+        });
+        if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+            spec.extend(extra.clone());
+        }
+        let wp = json!({"apiVersion": "windlass.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": name}, "spec": spec});
+        let api: Api<WasmPlugin> = Api::all(self.client.clone());
+        api.patch(
+            name,
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&wp),
+        )
+        .await
+        .expect("WasmPlugin applied");
+    }
+
+    pub async fn wasm_plugin(&self, name: &str) -> WasmPlugin {
+        Api::<WasmPlugin>::all(self.client.clone())
+            .get(name)
+            .await
+            .expect("WasmPlugin exists")
+    }
+
+    pub fn things(&self) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), "shop", &thing_resource())
+    }
+
+    pub async fn create_thing(&self, name: &str, spec: Value) {
+        let thing: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": name}, "spec": spec,
+        }))
+        .unwrap();
+        self.things()
+            .create(&PostParams::default(), &thing)
+            .await
+            .expect("Thing created");
+    }
+
+    pub fn config_maps(&self) -> Api<ConfigMap> {
+        Api::namespaced(self.client.clone(), "shop")
+    }
+
+    pub async fn children_of(&self, parent: &str) -> Vec<ConfigMap> {
+        let mut out: Vec<ConfigMap> = self
+            .config_maps()
+            .list(&ListParams::default())
+            .await
+            .expect("list ConfigMaps")
+            .items
+            .into_iter()
+            .filter(|cm| cm.name_any().starts_with(&format!("{parent}-")))
+            .collect();
+        out.sort_by_key(|cm| cm.name_any());
+        out
+    }
+
+    pub async fn with_children_plugin(&mut self) {
+        self.put_plugin_bytes("children", guests::bytes(guests::CHILDREN))
+            .await;
+        self.put_wasm_plugin(
+            "children",
+            ("example.com/v1", "Thing"),
+            "children",
+            json!({}),
+        )
+        .await;
+        self.run_operator().await;
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+pub fn data(cm: &ConfigMap, key: &str) -> String {
+    cm.data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .cloned()
+        .unwrap_or_default()
+}
+
+pub fn condition<'a>(obj: &'a Value, kind: &str) -> Option<&'a Value> {
+    obj.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+}
