@@ -10,6 +10,7 @@
 pub mod admin;
 pub mod controller;
 pub mod crd;
+pub mod dev;
 pub mod metrics;
 pub mod operator;
 pub mod pipeline;

@@ -43,6 +43,9 @@ enum LogFormat {
 enum Command {
     /// Run the operator against a cluster (in-cluster config or a kubeconfig).
     Run(RunArgs),
+    /// Start the embedded devcluster with the SampleDB plugins and the examples, and run the
+    /// operator on it until Ctrl-C: the embedded default.
+    Dev(DevArgs),
     /// Print the CustomResourceDefinitions (WasmPlugin, SampleDB) as YAML.
     Crds,
     /// Run a pipeline of plugins on a parent from a file and print what the host would apply.
@@ -51,6 +54,38 @@ enum Command {
     #[command(subcommand)]
     Plugin(PluginCommand),
 }
+
+#[derive(Debug, clap::Args)]
+struct DevArgs {
+    /// Port of the devcluster on 127.0.0.1; 0 picks a free one.
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Where to write the kubeconfig for kubectl.
+    #[arg(long, default_value = "target/windlass-dev.kubeconfig")]
+    kubeconfig_out: PathBuf,
+    /// A plugin as NAME=FILE; repeat in pipeline order. Default: the SampleDB plugins built by
+    /// `cargo xtask plugins`.
+    #[arg(long = "plugin")]
+    plugins: Vec<String>,
+    /// The parent kind the plugins reconcile.
+    #[arg(long, default_value = "samples.windlass.dev/v1alpha1/SampleDB")]
+    parent: String,
+    /// Manifests to apply; repeat.
+    #[arg(long = "manifest", default_value = "examples/sampledb.yaml")]
+    manifests: Vec<PathBuf>,
+    /// Where /healthz, /readyz and /metrics listen.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    admin_addr: std::net::SocketAddr,
+    /// How many times faster than the clock CronJobs fire in the simulator.
+    #[arg(long, default_value_t = 60.0)]
+    cron_speedup: f64,
+    /// Exit 0 once every example parent is reconciled (exit 1 after a minute): for tests.
+    #[arg(long, hide = true)]
+    exit_when_reconciled: bool,
+}
+
+/// The SampleDB plugins `windlass dev` loads by default, as built by `cargo xtask plugins`.
+const DEFAULT_DEV_PLUGINS: &[(&str, &str)] = &[("sampledb-storage", "windlass_plugin_storage")];
 
 #[derive(Debug, clap::Args)]
 struct RunArgs {
@@ -257,12 +292,13 @@ fn default_cache_dir() -> Option<PathBuf> {
 fn run(cli: Cli) -> Result<()> {
     match &cli.command {
         Command::Run(args) => return tokio_main(run_operator(&cli, args)),
+        Command::Dev(args) => return tokio_main(run_dev(&cli, args)),
         Command::Crds => return print_crds(),
         _ => {}
     }
     let runtime = runtime(&cli)?;
     match cli.command {
-        Command::Run(_) | Command::Crds => unreachable!("handled above"),
+        Command::Run(_) | Command::Dev(_) | Command::Crds => unreachable!("handled above"),
         Command::Render(args) => render_cmd(&runtime, args),
         Command::Plugin(PluginCommand::Inspect {
             target,
@@ -371,6 +407,81 @@ async fn kube_client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client> {
             .context("no kubeconfig and not in a cluster")?,
     };
     Ok(kube::Client::try_from(config)?)
+}
+
+async fn run_dev(cli: &Cli, args: &DevArgs) -> Result<()> {
+    let (api_version, kind) = args
+        .parent
+        .rsplit_once('/')
+        .with_context(|| format!("--parent {:?}: expected group/version/Kind", args.parent))?;
+    let plugins = if args.plugins.is_empty() {
+        let dir = PathBuf::from("target/wasm/wasm32-wasip2/release");
+        DEFAULT_DEV_PLUGINS
+            .iter()
+            .map(|(name, stem)| (name.to_string(), dir.join(format!("{stem}.wasm"))))
+            .collect()
+    } else {
+        args.plugins
+            .iter()
+            .map(|p| {
+                let (name, path) = p
+                    .split_once('=')
+                    .with_context(|| format!("--plugin {p:?}: expected NAME=FILE"))?;
+                Ok((name.to_string(), PathBuf::from(path)))
+            })
+            .collect::<Result<Vec<_>>>()?
+    };
+    if let Some(dir) = args
+        .kubeconfig_out
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let config = windlass::dev::DevConfig {
+        port: args.port,
+        kubeconfig: args.kubeconfig_out.clone(),
+        plugins: plugins
+            .into_iter()
+            .map(|(name, path)| (name, api_version.to_string(), kind.to_string(), path))
+            .collect(),
+        manifests: args.manifests.clone(),
+        operator: windlass::operator::Config {
+            admin_addr: args.admin_addr,
+            election: None,
+            settings: Default::default(),
+            runtime: runtime_config(cli),
+            identity: "windlass-dev".into(),
+        },
+        cron_speedup: args.cron_speedup,
+    };
+    let dev = windlass::dev::start(config).await?;
+    let kubeconfig = args.kubeconfig_out.display();
+    println!(
+        "windlass dev: the devcluster is at {} with the operator running",
+        dev.cluster.base_url()
+    );
+    println!();
+    println!("  export KUBECONFIG={kubeconfig}");
+    println!("  kubectl get wasmplugins               # the plugins and the version each serves");
+    println!("  kubectl get sdb                       # SampleDBs: version, phase, ready replicas");
+    println!("  kubectl get statefulsets,services,pods,pvc");
+    println!(
+        "  kubectl edit sdb example-database     # change replicas; watch the StatefulSet follow"
+    );
+    println!("  curl http://{}/metrics", dev.operator.admin_addr);
+    println!();
+    if args.exit_when_reconciled {
+        let result = dev.wait_reconciled(Duration::from_secs(60)).await;
+        dev.shutdown().await;
+        result?;
+        println!("every example parent is reconciled");
+        return Ok(());
+    }
+    println!("Ctrl-C stops it.");
+    stop_signal().await;
+    dev.shutdown().await;
+    Ok(())
 }
 
 async fn run_operator(cli: &Cli, args: &RunArgs) -> Result<()> {

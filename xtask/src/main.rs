@@ -3,6 +3,7 @@
 //! - `ci`: what CI runs: installs the wasm target, then checks formatting and runs every test
 //!   (which builds the plugins and the misbehaving test guests to wasm32-wasip2).
 //! - `plugins`: builds the plugins to `target/wasm/wasm32-wasip2/release/`.
+//! - `dev`: builds the plugins and runs `windlass dev`: the operator on the embedded devcluster.
 //! - `render`: builds the plugins and renders `examples/sampledb.yaml` with the storage plugin.
 //! - `bench runtime`: native vs wasm (fresh, reused) vs HTTP webhook, printing ratios.
 
@@ -23,9 +24,12 @@ fn main() -> Result<()> {
         ["ci"] => ci(),
         ["plugins"] => plugins().map(|_| ()),
         ["render", rest @ ..] => render(rest),
+        ["dev", rest @ ..] => dev(rest),
         ["bench", "runtime"] => cargo(&["bench", "-p", "windlass", "--bench", "runtime"]),
         _ => {
-            eprintln!("usage: cargo xtask <ci | plugins | render [ARGS…] | bench runtime>");
+            eprintln!(
+                "usage: cargo xtask <ci | plugins | dev [ARGS…] | render [ARGS…] | bench runtime>"
+            );
             bail!("unknown task {args:?}")
         }
     }
@@ -105,6 +109,13 @@ fn render(extra: &[&str]) -> Result<()> {
     for p in &paths {
         args.extend(["--plugin", p]);
     }
+    args.extend(extra);
+    cargo(&args)
+}
+
+fn dev(extra: &[&str]) -> Result<()> {
+    plugins()?;
+    let mut args = vec!["run", "--quiet", "-p", "windlass", "--", "dev"];
     args.extend(extra);
     cargo(&args)
 }

@@ -1,0 +1,220 @@
+//! `windlass dev`: the embedded default. Starts the devcluster, installs the CRDs, loads the
+//! plugins from files into ConfigMaps with a WasmPlugin each, applies the example manifests and
+//! runs the operator against it all.
+
+use std::{path::PathBuf, time::Duration};
+
+use anyhow::{Context as _, Result, bail};
+use k8s_openapi::{
+    ByteString,
+    api::core::v1::{ConfigMap, Namespace},
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
+use kube::{
+    Api, Client,
+    api::{DynamicObject, Patch, PatchParams},
+};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use windlass_devcluster::{DevCluster, Options};
+
+use crate::{
+    controller::Discovery, crd::WasmPlugin, operator, pipeline::kind_of, render::parse_docs,
+};
+
+/// The namespace plugins' ConfigMaps live in.
+pub const SYSTEM_NAMESPACE: &str = "windlass-system";
+
+/// What `windlass dev` runs.
+#[derive(Debug, Clone)]
+pub struct DevConfig {
+    /// Devcluster port; 0 picks one.
+    pub port: u16,
+    /// Where the kubeconfig is written.
+    pub kubeconfig: PathBuf,
+    /// Plugins in pipeline order: (WasmPlugin name, parent `apiVersion`, parent kind, file).
+    pub plugins: Vec<(String, String, String, PathBuf)>,
+    /// Manifests to apply once the operator runs.
+    pub manifests: Vec<PathBuf>,
+    /// The operator's settings.
+    pub operator: operator::Config,
+    /// CronJob time speed-up in the simulator.
+    pub cron_speedup: f64,
+}
+
+/// A running `windlass dev`.
+#[derive(Debug)]
+pub struct Dev {
+    /// The devcluster.
+    pub cluster: DevCluster,
+    /// The operator.
+    pub operator: operator::Handle,
+    /// The parents applied from the manifests: (api resource, namespace, name).
+    pub parents: Vec<(kube::discovery::ApiResource, String, String)>,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Starts everything.
+///
+/// # Errors
+/// Any step's error, naming the file or object.
+pub async fn start(config: DevConfig) -> Result<Dev> {
+    let cluster = DevCluster::start(Options {
+        port: config.port,
+        cron_speedup: config.cron_speedup,
+        ..Options::default()
+    })
+    .await?;
+    cluster
+        .write_kubeconfig(&config.kubeconfig)
+        .with_context(|| format!("writing {}", config.kubeconfig.display()))?;
+    let client = cluster.client();
+    let apply = PatchParams::apply("windlass-dev").force();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in crate::crd::all() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        crds.patch(&name, &apply, &Patch::Apply(&crd))
+            .await
+            .with_context(|| format!("installing CRD {name}"))?;
+    }
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": SYSTEM_NAMESPACE}}))?;
+    namespaces
+        .patch(SYSTEM_NAMESPACE, &apply, &Patch::Apply(&ns))
+        .await?;
+    for (order, (name, api_version, kind, path)) in config.plugins.iter().enumerate() {
+        install_plugin(&client, name, api_version, kind, path, order).await?;
+    }
+    let (stop, stopped) = watch::channel(false);
+    let (operator, task) =
+        operator::start(client.clone(), config.operator.clone(), stopped).await?;
+    let discovery = Discovery::new(client.clone());
+    let mut parents = Vec::new();
+    for path in &config.manifests {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        for doc in parse_docs(&text, &path.display().to_string())? {
+            let kind = kind_of(&doc);
+            let (ar, namespaced) = discovery
+                .resolve(&kind)
+                .await
+                .with_context(|| format!("{}: {kind} is not served", path.display()))?;
+            let name = doc
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .context("a manifest has no name")?;
+            let namespace = doc
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("default")
+                .to_string();
+            let api: Api<DynamicObject> = if namespaced {
+                Api::namespaced_with(client.clone(), &namespace, &ar)
+            } else {
+                Api::all_with(client.clone(), &ar)
+            };
+            api.patch(name, &apply, &Patch::Apply(&doc))
+                .await
+                .with_context(|| format!("{}: applying {kind} {name}", path.display()))?;
+            if config
+                .plugins
+                .iter()
+                .any(|(_, v, k, _)| format!("{v}/{k}") == kind)
+            {
+                parents.push((ar, namespace, name.to_string()));
+            }
+        }
+    }
+    Ok(Dev {
+        cluster,
+        operator,
+        parents,
+        stop,
+        task,
+    })
+}
+
+async fn install_plugin(
+    client: &Client,
+    name: &str,
+    api_version: &str,
+    kind: &str,
+    path: &PathBuf,
+    order: usize,
+) -> Result<()> {
+    let bytes = std::fs::read(path).with_context(|| {
+        format!(
+            "reading plugin {} (build the plugins first: cargo xtask plugins)",
+            path.display()
+        )
+    })?;
+    let apply = PatchParams::apply("windlass-dev").force();
+    let mut cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": name, "namespace": SYSTEM_NAMESPACE}}))?;
+    cm.binary_data = Some([("plugin.wasm".to_string(), ByteString(bytes))].into());
+    Api::<ConfigMap>::namespaced(client.clone(), SYSTEM_NAMESPACE)
+        .patch(name, &apply, &Patch::Apply(&cm))
+        .await
+        .with_context(|| format!("storing plugin {name}"))?;
+    let wp = json!({
+        "apiVersion": "windlass.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": name},
+        "spec": {
+            "parent": {"apiVersion": api_version, "kind": kind},
+            "order": order * 10,
+            "source": {"configMap": {"namespace": SYSTEM_NAMESPACE, "name": name, "key": "plugin.wasm"}},
+        },
+    });
+    Api::<WasmPlugin>::all(client.clone())
+        .patch(name, &apply, &Patch::Apply(&wp))
+        .await
+        .with_context(|| format!("creating WasmPlugin {name}"))?;
+    Ok(())
+}
+
+impl Dev {
+    /// Waits until every parent from the manifests reports `Reconciled=True`.
+    ///
+    /// # Errors
+    /// When `timeout` passes first, naming the parents that are not reconciled and why.
+    pub async fn wait_reconciled(&self, timeout: Duration) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let client = self.cluster.client();
+        loop {
+            let mut waiting = Vec::new();
+            for (ar, ns, name) in &self.parents {
+                let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, ar);
+                let obj = api
+                    .get_opt(name)
+                    .await?
+                    .map(|o| serde_json::to_value(o).unwrap_or_default());
+                let reconciled = obj.as_ref().and_then(|o| {
+                    o.pointer("/status/conditions")?
+                        .as_array()?
+                        .iter()
+                        .find(|c| c["type"] == "Reconciled")
+                        .cloned()
+                });
+                match reconciled {
+                    Some(c) if c["status"] == "True" => {}
+                    Some(c) => waiting.push(format!("{ns}/{name}: {}", c["message"])),
+                    None => waiting.push(format!("{ns}/{name}: not reconciled yet")),
+                }
+            }
+            if waiting.is_empty() {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() > deadline {
+                bail!("not reconciled after {timeout:?}: {}", waiting.join("; "));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Stops the operator and the devcluster.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+        self.cluster.shutdown().await;
+    }
+}
