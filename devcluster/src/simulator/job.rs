@@ -1,0 +1,87 @@
+//! Jobs: one Pod per Job; the Job completes or fails with it.
+
+use super::{Sim, marked_to_fail, owner_ref};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+fn condition(t: &str, reason: &str, now: &str) -> Value {
+    json!({"type": t, "status": "True", "reason": reason, "lastProbeTime": now, "lastTransitionTime": now})
+}
+
+/// Starts a Job's Pod, and reports the Job's outcome once its Pod terminated.
+pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
+    let Some(job) = sim.get("batch/jobs", ns, name) else {
+        return;
+    };
+    let done = job["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| (c["type"] == "Complete" || c["type"] == "Failed") && c["status"] == "True");
+    if done || job["metadata"].get("deletionTimestamp").is_some() || job["spec"]["suspend"] == true
+    {
+        return;
+    }
+    let uid = job["metadata"]["uid"].clone();
+    let pods: Vec<Arc<Value>> = sim
+        .list("/pods", ns)
+        .into_iter()
+        .filter(|p| {
+            p["metadata"]["ownerReferences"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|r| r["uid"] == uid)
+        })
+        .collect();
+    let now = crate::api::now();
+    let Some(pod) = pods.first() else {
+        let template = &job["spec"]["template"];
+        let mut labels = template["metadata"]["labels"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        labels.insert("job-name".into(), json!(name));
+        labels.insert("batch.kubernetes.io/job-name".into(), json!(name));
+        labels.insert("controller-uid".into(), uid.clone());
+        let mut annotations = template["metadata"]["annotations"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        if marked_to_fail(&job["metadata"]) {
+            annotations.insert(crate::FAIL_ANNOTATION.into(), json!("true"));
+        }
+        let suffix: String = uid
+            .as_str()
+            .unwrap_or("00000")
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric())
+            .take(5)
+            .collect();
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("{name}-{suffix}"), "namespace": ns, "labels": labels, "annotations": annotations,
+                "ownerReferences": [owner_ref(&job)]},
+            "spec": template["spec"]});
+        sim.create("/pods", pod);
+        if job["status"]["startTime"].is_null() {
+            sim.patch(
+                "batch/jobs",
+                ns,
+                name,
+                "status",
+                &json!({"status": {"startTime": now, "active": 1}}),
+            );
+        }
+        return;
+    };
+    let status = match pod["status"]["phase"].as_str() {
+        Some("Succeeded") => {
+            json!({"status": {"active": 0, "succeeded": 1, "ready": 0, "completionTime": now,
+            "conditions": [condition("SuccessCriteriaMet", "CompletionsReached", &now), condition("Complete", "CompletionsReached", &now)]}})
+        }
+        Some("Failed") => json!({"status": {"active": 0, "failed": 1, "ready": 0,
+            "conditions": [condition("FailureTarget", "BackoffLimitExceeded", &now), condition("Failed", "BackoffLimitExceeded", &now)]}}),
+        _ => return,
+    };
+    sim.patch("batch/jobs", ns, name, "status", &status);
+}

@@ -1,0 +1,233 @@
+//! StatefulSets: ordered Pods and their claims, readiness, revisions and rolling updates.
+
+use super::{Sim, owner_ref};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// The revision name of a Pod template: `<sts>-<hash>`, like a ControllerRevision's.
+pub fn revision(name: &str, template: &Value) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in template.to_string().bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{name}-{:x}", h & 0xff_ffff_ffff)
+}
+
+fn is_ready(pod: &Value) -> bool {
+    pod["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+}
+
+fn pod_for(sts: &Value, name: &str, ordinal: i64, rev: &str) -> Value {
+    let (ns, _) = super::ns_name(sts);
+    let spec = &sts["spec"];
+    let template = &spec["template"];
+    let pod_name = format!("{name}-{ordinal}");
+    let mut labels = template["metadata"]["labels"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    labels.insert("statefulset.kubernetes.io/pod-name".into(), json!(pod_name));
+    labels.insert("controller-revision-hash".into(), json!(rev));
+    labels.insert(
+        "apps.kubernetes.io/pod-index".into(),
+        json!(ordinal.to_string()),
+    );
+    let mut pod_spec = template["spec"].clone();
+    if !pod_spec.is_object() {
+        pod_spec = json!({});
+    }
+    pod_spec["hostname"] = json!(pod_name);
+    if let Some(svc) = spec["serviceName"].as_str() {
+        pod_spec["subdomain"] = json!(svc);
+    }
+    let mut volumes = pod_spec["volumes"].as_array().cloned().unwrap_or_default();
+    for claim in spec["volumeClaimTemplates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let claim_name = claim["metadata"]["name"].as_str().unwrap_or("data");
+        if !volumes.iter().any(|v| v["name"] == claim_name) {
+            volumes.push(json!({"name": claim_name, "persistentVolumeClaim": {"claimName": format!("{claim_name}-{pod_name}")}}));
+        }
+    }
+    if !volumes.is_empty() {
+        pod_spec["volumes"] = Value::Array(volumes);
+    }
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": pod_name, "namespace": ns, "labels": labels,
+            "annotations": template["metadata"]["annotations"], "ownerReferences": [owner_ref(sts)]},
+        "spec": pod_spec})
+}
+
+/// Brings a StatefulSet's Pods, claims and status towards its spec.
+pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
+    let Some(sts) = sim.get("apps/statefulsets", ns, name) else {
+        return;
+    };
+    if sts["metadata"].get("deletionTimestamp").is_some() {
+        return;
+    }
+    let spec = &sts["spec"];
+    let replicas = spec["replicas"].as_i64().unwrap_or(1);
+    let update_rev = revision(name, &spec["template"]);
+    let uid = sts["metadata"]["uid"].clone();
+    let pods: Vec<Arc<Value>> = sim
+        .list("/pods", ns)
+        .into_iter()
+        .filter(|p| {
+            p["metadata"]["ownerReferences"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|r| r["uid"] == uid)
+        })
+        .collect();
+    let ordinal = |p: &Value| {
+        p["metadata"]["name"]
+            .as_str()
+            .and_then(|n| n.strip_prefix(&format!("{name}-")))
+            .and_then(|o| o.parse::<i64>().ok())
+    };
+    // Claims first, as the real controller does, so that a Pod never waits for its volume.
+    for i in 0..replicas {
+        for claim in spec["volumeClaimTemplates"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let claim_name = format!(
+                "{}-{name}-{i}",
+                claim["metadata"]["name"].as_str().unwrap_or("data")
+            );
+            if sim
+                .get("/persistentvolumeclaims", ns, &claim_name)
+                .is_none()
+            {
+                let mut labels = spec["selector"]["matchLabels"].clone();
+                if !labels.is_object() {
+                    labels = json!({});
+                }
+                let pvc = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                    "metadata": {"name": claim_name, "namespace": ns, "labels": labels},
+                    "spec": claim["spec"]});
+                sim.create("/persistentvolumeclaims", pvc);
+            }
+        }
+    }
+    let live: Vec<&Arc<Value>> = pods
+        .iter()
+        .filter(|p| p["metadata"].get("deletionTimestamp").is_none())
+        .collect();
+    let parallel = spec["podManagementPolicy"] == "Parallel";
+    for i in 0..replicas {
+        if live.iter().any(|p| ordinal(p) == Some(i)) {
+            continue;
+        }
+        // OrderedReady: Pod i only once 0..i-1 are ready.
+        let predecessors_ready =
+            (0..i).all(|j| live.iter().any(|p| ordinal(p) == Some(j) && is_ready(p)));
+        if parallel || predecessors_ready {
+            sim.create("/pods", pod_for(&sts, name, i, &update_rev));
+        }
+        if !parallel {
+            break;
+        }
+    }
+    for p in live
+        .iter()
+        .filter(|p| ordinal(p).is_some_and(|o| o >= replicas))
+    {
+        let (pns, pname) = super::ns_name(p);
+        sim.delete("/pods", &pns, &pname);
+    }
+    let in_range: Vec<&&Arc<Value>> = live
+        .iter()
+        .filter(|p| ordinal(p).is_some_and(|o| o < replicas))
+        .collect();
+    let updated = in_range
+        .iter()
+        .filter(|p| p["metadata"]["labels"]["controller-revision-hash"] == update_rev.as_str())
+        .count();
+    let ready = in_range.iter().filter(|p| is_ready(p)).count();
+    // Rolling update: replace the highest outdated Pod once every Pod is ready.
+    let on_delete = spec["updateStrategy"]["type"] == "OnDelete";
+    if !on_delete && ready as i64 == replicas && (updated as i64) < replicas {
+        if let Some(p) = in_range
+            .iter()
+            .filter(|p| p["metadata"]["labels"]["controller-revision-hash"] != update_rev.as_str())
+            .max_by_key(|p| ordinal(p))
+        {
+            let (pns, pname) = super::ns_name(p);
+            sim.delete("/pods", &pns, &pname);
+        }
+    }
+    let current_rev = if updated as i64 == replicas {
+        update_rev.clone()
+    } else {
+        sts["status"]["currentRevision"]
+            .as_str()
+            .map(String::from)
+            .unwrap_or_else(|| update_rev.clone())
+    };
+    let status = json!({"status": {"observedGeneration": sts["metadata"]["generation"], "replicas": in_range.len(),
+        "readyReplicas": ready, "availableReplicas": ready, "currentReplicas": if current_rev == update_rev { updated } else { in_range.len() - updated },
+        "updatedReplicas": updated, "currentRevision": current_rev, "updateRevision": update_rev,
+        "collisionCount": 0}});
+    let st = &sts["status"];
+    let same = [
+        "observedGeneration",
+        "replicas",
+        "readyReplicas",
+        "availableReplicas",
+        "currentReplicas",
+        "updatedReplicas",
+        "currentRevision",
+        "updateRevision",
+    ]
+    .iter()
+    .all(|k| st[*k] == status["status"][*k]);
+    if !same {
+        sim.patch("apps/statefulsets", ns, name, "status", &status);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_revision_changes_with_the_template_only() {
+        let a = revision("db", &json!({"spec": {"containers": [{"image": "pg:15"}]}}));
+        let b = revision("db", &json!({"spec": {"containers": [{"image": "pg:16"}]}}));
+        assert_ne!(a, b);
+        assert_eq!(
+            a,
+            revision("db", &json!({"spec": {"containers": [{"image": "pg:15"}]}}))
+        );
+        assert!(a.starts_with("db-"));
+    }
+
+    #[test]
+    fn pods_get_their_claims_as_volumes_and_identity_labels() {
+        let sts = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "ns", "uid": "u"},
+            "spec": {"serviceName": "db", "template": {"metadata": {"labels": {"app": "db"}}, "spec": {"containers": [{"name": "c"}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "data"}}]}});
+        let pod = pod_for(&sts, "db", 2, "db-1");
+        assert_eq!(pod["metadata"]["name"], "db-2");
+        assert_eq!(
+            pod["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"],
+            "data-db-2"
+        );
+        assert_eq!(
+            pod["metadata"]["labels"]["statefulset.kubernetes.io/pod-name"],
+            "db-2"
+        );
+        assert_eq!(pod["metadata"]["ownerReferences"][0]["uid"], "u");
+    }
+}

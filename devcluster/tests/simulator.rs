@@ -1,0 +1,356 @@
+//! The workload simulator, observed through kube-rs as an operator would see it.
+
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+use std::time::Duration;
+use windlass_devcluster::{DevCluster, Options};
+
+async fn start(opts: Options) -> DevCluster {
+    DevCluster::start(Options {
+        ready_delay: Duration::from_millis(50),
+        ..opts
+    })
+    .await
+    .expect("devcluster starts")
+}
+
+async fn eventually<F, Fut>(what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..200 {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+fn typed<T: serde::de::DeserializeOwned>(v: Value) -> T {
+    serde_json::from_value(v).expect("valid object")
+}
+
+fn sts(image: &str, replicas: i32) -> StatefulSet {
+    typed(
+        json!({"metadata": {"name": "db"}, "spec": {"replicas": replicas, "serviceName": "db",
+        "selector": {"matchLabels": {"app": "db"}},
+        "template": {"metadata": {"labels": {"app": "db"}}, "spec": {"containers": [{"name": "db", "image": image}]}},
+        "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}}}}]}}),
+    )
+}
+
+#[tokio::test]
+async fn a_statefulset_gets_ordered_pods_bound_claims_and_ready_replicas_and_its_claims_outlive_it()
+{
+    let dc = start(Options::default()).await;
+    let sets: Api<StatefulSet> = Api::default_namespaced(dc.client());
+    let pods: Api<Pod> = Api::default_namespaced(dc.client());
+    let pvcs: Api<PersistentVolumeClaim> = Api::default_namespaced(dc.client());
+    sets.create(&PostParams::default(), &sts("pg:15", 3))
+        .await
+        .expect("create");
+    eventually("3 ready replicas", || async {
+        sets.get("db")
+            .await
+            .expect("sts")
+            .status
+            .and_then(|s| s.ready_replicas)
+            == Some(3)
+    })
+    .await;
+    let names: Vec<String> = pods
+        .list(&ListParams::default())
+        .await
+        .expect("pods")
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    assert_eq!(names, vec!["db-0", "db-1", "db-2"]);
+    for i in 0..3 {
+        let pvc = pvcs.get(&format!("data-db-{i}")).await.expect("claim");
+        assert_eq!(pvc.status.and_then(|s| s.phase).as_deref(), Some("Bound"));
+    }
+    let status = sets.get("db").await.expect("sts").status.expect("status");
+    assert_eq!(status.current_revision, status.update_revision);
+
+    sets.delete("db", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("pods collected", || async {
+        pods.list(&ListParams::default())
+            .await
+            .expect("pods")
+            .items
+            .is_empty()
+    })
+    .await;
+    assert_eq!(
+        pvcs.list(&ListParams::default())
+            .await
+            .expect("claims")
+            .items
+            .len(),
+        3,
+        "claims survive the StatefulSet"
+    );
+    dc.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_template_change_rolls_every_pod_to_the_new_revision() {
+    let dc = start(Options::default()).await;
+    let sets: Api<StatefulSet> = Api::default_namespaced(dc.client());
+    let pods: Api<Pod> = Api::default_namespaced(dc.client());
+    sets.create(&PostParams::default(), &sts("pg:15", 2))
+        .await
+        .expect("create");
+    eventually("2 ready", || async {
+        sets.get("db")
+            .await
+            .expect("sts")
+            .status
+            .and_then(|s| s.ready_replicas)
+            == Some(2)
+    })
+    .await;
+    let before = sets
+        .get("db")
+        .await
+        .expect("sts")
+        .status
+        .and_then(|s| s.current_revision)
+        .expect("revision");
+    let patch =
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "db", "image": "pg:16"}]}}}});
+    sets.patch("db", &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+        .expect("patch");
+    eventually("rolled to pg:16", || async {
+        let images: Vec<String> = pods
+            .list(&ListParams::default())
+            .await
+            .expect("pods")
+            .items
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter_map(|p| p.spec.as_ref()?.containers.first()?.image.clone())
+            .collect();
+        let st = sets.get("db").await.expect("sts").status.expect("status");
+        images == vec!["pg:16", "pg:16"]
+            && st.ready_replicas == Some(2)
+            && st.current_revision == st.update_revision
+    })
+    .await;
+    let after = sets
+        .get("db")
+        .await
+        .expect("sts")
+        .status
+        .and_then(|s| s.current_revision)
+        .expect("revision");
+    assert_ne!(before, after);
+    dc.shutdown().await;
+}
+
+fn job(name: &str, fail: bool) -> Job {
+    let annotations = if fail {
+        json!({"devcluster.windlass.dev/fail": "true"})
+    } else {
+        json!({})
+    };
+    typed(
+        json!({"metadata": {"name": name, "annotations": annotations}, "spec": {"template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "x", "image": "busybox"}]}}}}),
+    )
+}
+
+fn job_condition(j: &Job) -> Option<String> {
+    j.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "Complete" || c.type_ == "Failed")
+        .map(|c| c.type_.clone())
+}
+
+#[tokio::test]
+async fn a_job_completes_and_a_job_annotated_to_fail_fails() {
+    let dc = start(Options::default()).await;
+    let jobs: Api<Job> = Api::default_namespaced(dc.client());
+    jobs.create(&PostParams::default(), &job("ok", false))
+        .await
+        .expect("create");
+    jobs.create(&PostParams::default(), &job("bad", true))
+        .await
+        .expect("create");
+    eventually("ok completes", || async {
+        job_condition(&jobs.get("ok").await.expect("job")).as_deref() == Some("Complete")
+    })
+    .await;
+    eventually("bad fails", || async {
+        job_condition(&jobs.get("bad").await.expect("job")).as_deref() == Some("Failed")
+    })
+    .await;
+    assert_eq!(
+        jobs.get("ok")
+            .await
+            .expect("job")
+            .status
+            .and_then(|s| s.succeeded),
+        Some(1)
+    );
+    dc.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_cronjob_runs_jobs_on_a_sped_up_clock() {
+    let dc = start(Options {
+        cron_speedup: 120.0,
+        ..Options::default()
+    })
+    .await;
+    let cjs: Api<CronJob> = Api::default_namespaced(dc.client());
+    let jobs: Api<Job> = Api::default_namespaced(dc.client());
+    let cj: CronJob = typed(
+        json!({"metadata": {"name": "backup"}, "spec": {"schedule": "* * * * *",
+        "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "b", "image": "busybox"}]}}}}}}),
+    );
+    cjs.create(&PostParams::default(), &cj)
+        .await
+        .expect("create");
+    eventually("a scheduled job", || async {
+        !jobs
+            .list(&ListParams::default())
+            .await
+            .expect("jobs")
+            .items
+            .is_empty()
+    })
+    .await;
+    let j = &jobs.list(&ListParams::default()).await.expect("jobs").items[0];
+    assert!(
+        j.metadata
+            .name
+            .as_deref()
+            .is_some_and(|n| n.starts_with("backup-"))
+    );
+    assert!(
+        cjs.get("backup")
+            .await
+            .expect("cj")
+            .status
+            .and_then(|s| s.last_schedule_time)
+            .is_some()
+    );
+    dc.shutdown().await;
+}
+
+#[tokio::test]
+async fn deployments_claims_services_and_snapshots_reach_their_ready_states() {
+    let dc = start(Options::default()).await;
+    let deploys: Api<Deployment> = Api::default_namespaced(dc.client());
+    let d: Deployment = typed(
+        json!({"metadata": {"name": "web"}, "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+        "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "w", "image": "nginx"}]}}}}),
+    );
+    deploys
+        .create(&PostParams::default(), &d)
+        .await
+        .expect("deployment");
+    let svcs: Api<Service> = Api::default_namespaced(dc.client());
+    svcs.create(
+        &PostParams::default(),
+        &typed(json!({"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}})),
+    )
+    .await
+    .expect("svc");
+    let gvk = GroupVersionKind::gvk("snapshot.storage.k8s.io", "v1", "VolumeSnapshot");
+    let snaps: Api<DynamicObject> = Api::default_namespaced_with(
+        dc.client(),
+        &ApiResource::from_gvk_with_plural(&gvk, "volumesnapshots"),
+    );
+    let snap = |name: &str, fail: bool| -> DynamicObject {
+        let ann = if fail {
+            json!({"devcluster.windlass.dev/fail": "true"})
+        } else {
+            json!({})
+        };
+        typed(
+            json!({"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+            "metadata": {"name": name, "annotations": ann}, "spec": {"source": {"persistentVolumeClaimName": "data-db-0"}}}),
+        )
+    };
+    snaps
+        .create(&PostParams::default(), &snap("good", false))
+        .await
+        .expect("snapshot");
+    snaps
+        .create(&PostParams::default(), &snap("broken", true))
+        .await
+        .expect("snapshot");
+    eventually("deployment ready", || async {
+        deploys
+            .get("web")
+            .await
+            .expect("d")
+            .status
+            .and_then(|s| s.ready_replicas)
+            == Some(2)
+    })
+    .await;
+    eventually("cluster IP", || async {
+        svcs.get("web")
+            .await
+            .expect("svc")
+            .spec
+            .and_then(|s| s.cluster_ip)
+            .is_some_and(|ip| ip.starts_with("10.96."))
+    })
+    .await;
+    eventually("snapshot ready", || async {
+        snaps.get("good").await.expect("vs").data["status"]["readyToUse"] == true
+    })
+    .await;
+    eventually("snapshot error", || async {
+        snaps.get("broken").await.expect("vs").data["status"]["error"]["message"].is_string()
+    })
+    .await;
+    assert_eq!(
+        snaps.get("broken").await.expect("vs").data["status"]["readyToUse"],
+        false
+    );
+    dc.shutdown().await;
+}
+
+#[tokio::test]
+async fn with_the_simulator_off_nothing_creates_pods() {
+    let dc = start(Options {
+        simulator: false,
+        ..Options::default()
+    })
+    .await;
+    let sets: Api<StatefulSet> = Api::default_namespaced(dc.client());
+    sets.create(&PostParams::default(), &sts("pg:15", 1))
+        .await
+        .expect("create");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pods: Api<Pod> = Api::default_namespaced(dc.client());
+    assert!(
+        pods.list(&ListParams::default())
+            .await
+            .expect("pods")
+            .items
+            .is_empty()
+    );
+    assert!(sets.get("db").await.expect("sts").status.is_none());
+    dc.shutdown().await;
+}
