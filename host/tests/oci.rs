@@ -628,14 +628,7 @@ async fn a_running_host_loads_a_plugin_from_the_registry_swaps_on_retag_and_refu
         .unwrap();
     env.create_thing("t1", json!({"names": ["a"], "value": "v"}))
         .await;
-    eventually("a child from the registry's v1", || async {
-        env.children_of("t1")
-            .await
-            .first()
-            .filter(|c| data(c, "version") == "1.0.0")
-            .map(|_| ())
-    })
-    .await;
+    env.wait_for_child_version("t1", "1.0.0").await;
 
     // Retag: the same tag now names v2; the host notices on its next poll and swaps.
     oci::push(
@@ -646,14 +639,7 @@ async fn a_running_host_loads_a_plugin_from_the_registry_swaps_on_retag_and_refu
     )
     .await
     .unwrap();
-    eventually("the child rewritten by v2 after the retag", || async {
-        env.children_of("t1")
-            .await
-            .first()
-            .filter(|c| data(c, "version") == "2.0.0")
-            .map(|_| ())
-    })
-    .await;
+    env.wait_for_child_version("t1", "2.0.0").await;
 
     // A pin that does not match what the tag names: refused, v2 keeps serving.
     let v1 = digest_of(guests::CHILDREN);

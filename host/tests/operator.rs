@@ -5,29 +5,16 @@ mod support;
 
 use std::{sync::atomic::Ordering, time::Duration};
 
-use k8s_openapi::{
-    ByteString,
-    api::{
-        apps::v1::StatefulSet,
-        core::v1::{ConfigMap, Namespace},
-        events::v1::Event,
-    },
-    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-};
+use k8s_openapi::api::{apps::v1::StatefulSet, events::v1::Event};
 use kube::{
-    Api, Client, ResourceExt,
+    Api, ResourceExt,
     api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams},
     core::{ApiResource, GroupVersionKind},
 };
 use serde_json::{Value, json};
 use support::*;
 use tokio::sync::watch;
-use windlass::{
-    controller::{Settings, leader::Election},
-    crd::WasmPlugin,
-    operator,
-    runtime::RuntimeConfig,
-};
+use windlass::{controller::leader::Election, operator};
 use windlass_test_guests as guests;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -137,24 +124,10 @@ async fn updating_the_plugins_config_map_swaps_the_logic_without_a_restart() {
     env.with_children_plugin().await;
     env.create_thing("t1", json!({"names": ["a"], "value": "v"}))
         .await;
-    eventually("a v1 child", || async {
-        env.children_of("t1")
-            .await
-            .first()
-            .filter(|c| data(c, "version") == "1.0.0")
-            .map(|_| ())
-    })
-    .await;
+    env.wait_for_child_version("t1", "1.0.0").await;
     env.put_plugin_bytes("children", guests::bytes(guests::CHILDREN_V2))
         .await;
-    eventually("the child rewritten by v2", || async {
-        env.children_of("t1")
-            .await
-            .first()
-            .filter(|c| data(c, "version") == "2.0.0")
-            .map(|_| ())
-    })
-    .await;
+    env.wait_for_child_version("t1", "2.0.0").await;
     let wp = env.wasm_plugin("children").await;
     let status = wp.status.unwrap();
     assert_eq!(status.version.as_deref(), Some("2.0.0"));
@@ -208,14 +181,7 @@ async fn broken_version_is_refused(bytes: Vec<u8>, pin: Option<&str>, reason: &s
     // The old version still serves: a new parent gets its children.
     env.create_thing("t2", json!({"names": ["x"], "value": "v"}))
         .await;
-    eventually("t2's child from the old version", || async {
-        env.children_of("t2")
-            .await
-            .first()
-            .filter(|c| data(c, "version") == "1.0.0")
-            .map(|_| ())
-    })
-    .await;
+    env.wait_for_child_version("t2", "1.0.0").await;
     assert_eq!(env.children_of("t1").await.len(), 2, "no child was deleted");
 }
 

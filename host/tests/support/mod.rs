@@ -209,6 +209,21 @@ impl Env {
         out
     }
 
+    /// Waits until the first child of `parent` was written by this version of the plugin.
+    pub async fn wait_for_child_version(&self, parent: &str, version: &str) {
+        eventually(
+            &format!("{parent}'s child from version {version}"),
+            || async {
+                self.children_of(parent)
+                    .await
+                    .first()
+                    .filter(|c| data(c, "version") == version)
+                    .map(|_| ())
+            },
+        )
+        .await
+    }
+
     pub async fn with_children_plugin(&mut self) {
         self.put_plugin_bytes("children", guests::bytes(guests::CHILDREN))
             .await;
