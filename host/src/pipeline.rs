@@ -227,7 +227,8 @@ impl Pipeline {
                 config: stage.config.to_string(),
                 now: now.to_string(),
             };
-            let (called, stats) = plugin.call_measured(&req);
+            let span = tracing::info_span!("plugin_call", plugin = plugin.name(), phase = ?phase);
+            let (called, stats) = span.in_scope(|| plugin.call_measured(&req));
             let step = called
                 .map_err(Error::from)
                 .and_then(|resp| self.check(stage, namespace.as_deref(), resp));

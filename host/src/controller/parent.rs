@@ -36,7 +36,13 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<KindCtx>) -> Result<Act
     let started = Instant::now();
     let metrics = &ctx.shared.metrics;
     metrics.in_flight.inc();
-    let result = reconcile_inner(&obj, &ctx).await;
+    let span = tracing::info_span!(
+        "reconcile",
+        kind = %ctx.parent.key(),
+        namespace = obj.metadata.namespace.as_deref().unwrap_or(""),
+        name = %obj.name_any(),
+    );
+    let result = tracing::Instrument::instrument(reconcile_inner(&obj, &ctx), span).await;
     metrics.in_flight.dec();
     let labels = KindResult {
         kind: ctx.parent.key(),
@@ -196,7 +202,9 @@ async fn run_pipeline(
 ) -> Result<Outcome, Error> {
     let metrics = ctx.shared.metrics.clone();
     let now = now();
+    let span = tracing::Span::current();
     tokio::task::spawn_blocking(move || {
+        let _entered = span.enter();
         pipeline.run_observed(
             phase,
             &parent,
