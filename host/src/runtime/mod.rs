@@ -60,6 +60,10 @@ pub struct RuntimeConfig {
     pub max_memory_bytes: usize,
     /// How often the time limit is checked. Default 10 ms.
     pub epoch_tick: Duration,
+    /// Bytes of each pool slot's linear memory kept mapped (zeroed with memset rather than
+    /// unmapped) between instances, so a fresh instance per call does not page-fault its heap
+    /// in again. Default 1 MiB.
+    pub keep_resident_bytes: usize,
 }
 
 impl Default for RuntimeConfig {
@@ -70,6 +74,7 @@ impl Default for RuntimeConfig {
             max_instances: 256,
             max_memory_bytes: 512 << 20,
             epoch_tick: Duration::from_millis(10),
+            keep_resident_bytes: 1 << 20,
         }
     }
 }
@@ -358,7 +363,7 @@ fn engine_config(config: &RuntimeConfig) -> Config {
         .table_elements(100_000)
         // Keep a little of each slot's memory mapped so that a fresh instance per call does not
         // pay for page faults on every call.
-        .linear_memory_keep_resident(1 << 20)
+        .linear_memory_keep_resident(config.keep_resident_bytes)
         .table_keep_resident(64 << 10);
     let mut c = Config::new();
     c.wasm_component_model(true)
