@@ -12,14 +12,17 @@ use std::{
 
 use k8s_openapi::api::{
     apps::v1::Deployment,
-    core::v1::Service,
-    rbac::v1::{ClusterRole, PolicyRule, Role},
+    core::v1::{Service, ServiceAccount},
+    rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding},
 };
 use kube::{
     Api, Client,
     api::DynamicObject,
     core::{ApiResource, GroupVersionKind},
 };
+use serde::{Deserialize as _, Serialize, de::DeserializeOwned};
+use serde_json::{Value, json};
+use windlass::crd::WasmPlugin;
 use windlass_devcluster::{DevCluster, Options};
 
 const NAMESPACE: &str = "windlass-system";
@@ -398,7 +401,7 @@ async fn the_sampledb_preset_renders_its_plugin_and_rules_for_its_kinds_only() {
     assert_eq!(plugin.data["spec"]["parent"]["kind"], "SampleDB");
     assert_eq!(
         plugin.data["spec"]["source"]["configMap"],
-        serde_json::json!({"namespace": NAMESPACE, "name": "sampledb-storage", "key": "plugin.wasm"})
+        json!({"namespace": NAMESPACE, "name": "sampledb-storage", "key": "plugin.wasm"})
     );
 
     let roles: Api<Role> = Api::namespaced(env.client(), NAMESPACE);
@@ -472,16 +475,13 @@ plugins:
     let spec = &plugin.data["spec"];
     assert_eq!(
         spec["source"]["oci"],
-        serde_json::json!({"reference": "registry.example.com/plugins/storage:v1", "pullSecret": "registry-creds"})
+        json!({"reference": "registry.example.com/plugins/storage:v1", "pullSecret": "registry-creds"})
     );
     assert_eq!(
         spec["source"]["sha256"],
         "sha256:0000000000000000000000000000000000000000000000000000000000000000"
     );
-    assert_eq!(
-        spec["grants"],
-        serde_json::json!(["apps/v1/StatefulSet", "v1/Service"])
-    );
+    assert_eq!(spec["grants"], json!(["apps/v1/StatefulSet", "v1/Service"]));
     assert_eq!(spec["failurePolicy"], "Ignore");
     assert_eq!(spec["instanceMode"], "Reuse");
     assert_eq!(spec["config"]["replicasDefault"], 3);
@@ -563,4 +563,101 @@ fn the_service_monitor_is_rendered_only_when_asked() {
         .expect("a ServiceMonitor document");
     assert_eq!(monitor["spec"]["endpoints"][0]["port"], "metrics");
     assert_eq!(monitor["spec"]["endpoints"][0]["path"], "/metrics");
+}
+
+/// The rendered documents, as JSON values (comment-only documents dropped).
+fn documents(manifests: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(manifests)
+        .map(|doc| Value::deserialize(doc).expect("helm renders YAML"))
+        .filter(|doc| !doc.is_null())
+        .collect()
+}
+
+/// JSON pointers of the fields in `doc` that `T` does not know. The devcluster keeps built-in
+/// objects as they were sent, so a misspelt field (`readOnlyRootFilesytem`) would pass
+/// `kubectl apply` there and be silently dropped by a real API server; a round trip through
+/// the typed struct drops it here, where we can see it.
+fn unknown_fields<T: DeserializeOwned + Serialize>(doc: &Value) -> Result<Vec<String>, String> {
+    fn walk(sent: &Value, kept: &Value, path: &str, out: &mut Vec<String>) {
+        match (sent, kept) {
+            (Value::Object(sent), Value::Object(kept)) => {
+                for (key, value) in sent {
+                    let here = format!("{path}/{key}");
+                    match kept.get(key) {
+                        None if !value.is_null() => out.push(here),
+                        None => {}
+                        Some(k) => walk(value, k, &here, out),
+                    }
+                }
+            }
+            (Value::Array(sent), Value::Array(kept)) => {
+                for (i, (s, k)) in sent.iter().zip(kept).enumerate() {
+                    walk(s, k, &format!("{path}/{i}"), out);
+                }
+            }
+            // Scalars may change representation (a quantity, an int-or-string); that is fine.
+            _ => {}
+        }
+    }
+    let typed: T = serde_json::from_value(doc.clone()).map_err(|e| e.to_string())?;
+    let kept = serde_json::to_value(typed).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    walk(doc, &kept, "", &mut out);
+    Ok(out)
+}
+
+/// Checks every rendered object against its kind's type; panics naming the object and field.
+fn assert_only_known_fields(manifests: &str) -> usize {
+    let docs = documents(manifests);
+    for doc in &docs {
+        let kind = doc["kind"].as_str().unwrap_or_default();
+        let unknown = match kind {
+            "Deployment" => unknown_fields::<Deployment>(doc),
+            "Service" => unknown_fields::<Service>(doc),
+            "ServiceAccount" => unknown_fields::<ServiceAccount>(doc),
+            "ClusterRole" => unknown_fields::<ClusterRole>(doc),
+            "ClusterRoleBinding" => unknown_fields::<ClusterRoleBinding>(doc),
+            "Role" => unknown_fields::<Role>(doc),
+            "RoleBinding" => unknown_fields::<RoleBinding>(doc),
+            "WasmPlugin" => unknown_fields::<WasmPlugin>(doc),
+            other => {
+                panic!("the chart renders a {other:?}: add its type to assert_only_known_fields")
+            }
+        };
+        let name = &doc["metadata"]["name"];
+        match unknown {
+            Ok(fields) => assert!(
+                fields.is_empty(),
+                "{kind} {name} has fields its kind does not define: {fields:?}"
+            ),
+            Err(e) => panic!("{kind} {name} is not a valid {kind}: {e}"),
+        }
+    }
+    docs.len()
+}
+
+#[test]
+fn the_field_check_catches_a_misspelt_field() {
+    let doc = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"},
+        "spec": {"selector": {}, "template": {"spec": {"containers": [
+            {"name": "c", "securityContext": {"readOnlyRootFilesytem": true}}
+        ]}}},
+    });
+    assert_eq!(
+        unknown_fields::<Deployment>(&doc).expect("a Deployment"),
+        ["/spec/template/spec/containers/0/securityContext/readOnlyRootFilesytem"]
+    );
+}
+
+#[test]
+fn every_rendered_object_has_only_fields_its_kind_defines() {
+    let count = assert_only_known_fields(&template(&[], &[]).expect("default values"));
+    // ServiceAccount, ClusterRole(Binding), Role(Binding), metrics Service, Deployment.
+    assert_eq!(count, 7, "objects rendered by the default values");
+    let count = assert_only_known_fields(
+        &template(&[&sampledb_values()], &[]).expect("the SampleDB preset"),
+    );
+    // And the ConfigMap Role(Binding) and the WasmPlugin.
+    assert_eq!(count, 10, "objects rendered by the SampleDB preset");
 }
