@@ -660,4 +660,39 @@ fn every_rendered_object_has_only_fields_its_kind_defines() {
     );
     // And the ConfigMap Role(Binding) and the WasmPlugin.
     assert_eq!(count, 10, "objects rendered by the SampleDB preset");
+    // Every optional value set at once, so the templates' optional branches are checked too.
+    let everything = template(
+        &[&sampledb_values()],
+        &[
+            "imagePullSecrets[0]=regcred",
+            "host.fuel=true",
+            "host.extraArgs[0]=--concurrency=4",
+            "host.extraEnv[0].name=EXTRA",
+            "host.extraEnv[0].value=enabled",
+            "podAnnotations.a=b",
+            "podLabels.c=d",
+            "nodeSelector.disk=ssd",
+            "tolerations[0].key=dedicated",
+            "tolerations[0].operator=Exists",
+            "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=disk",
+            "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
+            "topologySpreadConstraints[0].maxSkew=1",
+            "topologySpreadConstraints[0].topologyKey=zone",
+            "topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway",
+            "priorityClassName=system-cluster-critical",
+            "serviceAccount.annotations.x=y",
+            "metrics.service.annotations.x=y",
+            "rbac.configMaps[0].namespace=plugins",
+            "rbac.configMaps[0].name=extra",
+            "rbac.pullSecrets[0]=registry",
+            "rbac.managed.reads[0].apiGroups[0]=",
+            "rbac.managed.reads[0].resources[0]=endpoints",
+            "rbac.extraRules[0].apiGroups[0]=",
+            "rbac.extraRules[0].resources[0]=nodes",
+            "rbac.extraRules[0].verbs[0]=get",
+        ],
+    )
+    .expect("every optional value");
+    // The preset's objects, and a ConfigMap Role(Binding) for the namespace `plugins`.
+    assert_eq!(assert_only_known_fields(&everything), 12);
 }
