@@ -39,6 +39,19 @@ fn chart() -> PathBuf {
     root().join("deploy/helm/windlass")
 }
 
+/// Where `deploy/helm/get-helm.sh` installs helm and kubectl (keep the two in step).
+fn tools_dir() -> PathBuf {
+    std::env::var_os("WINDLASS_TOOLS")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("windlass-tools"))
+        })
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/windlass-tools"))
+        })
+        .expect("neither HELM, WINDLASS_TOOLS, XDG_CACHE_HOME nor HOME is set")
+}
+
 /// `$HELM`, else where `deploy/helm/get-helm.sh` puts it; panics saying how to get it.
 fn helm() -> PathBuf {
     if let Some(helm) = std::env::var_os("HELM").filter(|h| !h.is_empty()) {
@@ -51,16 +64,7 @@ fn helm() -> PathBuf {
         );
         return helm;
     }
-    let tools = std::env::var_os("WINDLASS_TOOLS")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("windlass-tools"))
-        })
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/windlass-tools"))
-        })
-        .expect("neither HELM, WINDLASS_TOOLS, XDG_CACHE_HOME nor HOME is set");
-    let helm = tools.join("helm");
+    let helm = tools_dir().join("helm");
     assert!(
         helm.is_file(),
         "helm not found (HELM is unset and {} does not exist): run deploy/helm/get-helm.sh \
@@ -70,16 +74,25 @@ fn helm() -> PathBuf {
     helm
 }
 
-/// `$KUBECTL`, else /usr/bin/kubectl (the Debian/Ubuntu package's path).
+/// `$KUBECTL`, else /usr/bin/kubectl, else the one `deploy/helm/get-helm.sh` unpacks.
 fn kubectl() -> PathBuf {
-    let kubectl = std::env::var_os("KUBECTL")
-        .map_or_else(|| PathBuf::from("/usr/bin/kubectl"), PathBuf::from);
-    assert!(
-        kubectl.is_file(),
-        "kubectl not found at {}: install kubectl or set KUBECTL to one",
-        kubectl.display()
-    );
-    kubectl
+    if let Some(kubectl) = std::env::var_os("KUBECTL").filter(|k| !k.is_empty()) {
+        return PathBuf::from(kubectl);
+    }
+    let candidates = [
+        PathBuf::from("/usr/bin/kubectl"),
+        tools_dir().join("kubectl"),
+    ];
+    candidates
+        .iter()
+        .find(|k| k.is_file())
+        .cloned()
+        .unwrap_or_else(|| {
+            panic!(
+                "kubectl not found at {candidates:?}: install it, run deploy/helm/get-helm.sh \
+                 (which unpacks one beside helm), or set KUBECTL"
+            )
+        })
 }
 
 /// Runs a command (with `stdin` as its input) and returns its stdout, or a message with its
