@@ -1,6 +1,9 @@
 //! The Helm chart (`deploy/helm/windlass`): `helm lint`, `helm template` with the default values
 //! and the SampleDB preset, and the rendered manifests applied to the devcluster with
 //! `kubectl apply --server-side` (CRDs first), so every object is one an API server accepts.
+//! The devcluster checks custom resources (WasmPlugins) against their CRD schema but keeps
+//! built-in objects as sent, so those also round-trip through their k8s-openapi types, which
+//! names any field a real API server would drop.
 //!
 //! helm comes from `$HELM` or the cache `deploy/helm/get-helm.sh` installs into; `.ci/run`
 //! runs that script. A missing helm fails these tests: a chart nobody rendered is not tested.
