@@ -91,10 +91,16 @@ fn main() {
     let path = windlass_test_guests::STORAGE;
     let bytes = std::fs::read(path).expect("storage component");
     let mut config = RuntimeConfig::default();
-    if let Some(bytes) = std::env::var("WINDLASS_BENCH_KEEP_RESIDENT").ok().and_then(|v| v.parse().ok()) {
+    if let Some(bytes) = std::env::var("WINDLASS_BENCH_KEEP_RESIDENT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
         config.keep_resident_bytes = bytes;
     }
-    println!("keep-resident bytes per slot: {}", config.keep_resident_bytes);
+    println!(
+        "keep-resident bytes per slot: {}",
+        config.keep_resident_bytes
+    );
     let runtime = Runtime::new(config).expect("runtime");
     let fresh = runtime
         .load("storage", &bytes, LoadOptions::default())
@@ -207,7 +213,10 @@ fn main() {
     }
     let (a, b, c, d) = (stats(a), stats(b), stats(c), stats(d));
     let (_, fresh_stats) = fresh.call_measured(&req);
-    println!("guest linear memory peak per call: {} KiB", fresh_stats.memory_peak_bytes / 1024);
+    println!(
+        "guest linear memory peak per call: {} KiB",
+        fresh_stats.memory_peak_bytes / 1024
+    );
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     println!(
         "runtime benchmark: SampleDB storage decision, {} calls each, {} rounds interleaved",

@@ -51,7 +51,8 @@ pub async fn start(
 ) -> anyhow::Result<(Handle, tokio::task::JoinHandle<()>)> {
     let metrics = Arc::new(Metrics::default());
     let health = Arc::new(Health {
-        ready: Default::default(),
+        started: Default::default(),
+        leading: Default::default(),
         metrics: metrics.clone(),
     });
     let runtime = Runtime::new(config.runtime.clone())?;
@@ -68,6 +69,7 @@ pub async fn start(
         Some(election) => Some(controller::leader::elect(client, election).await?),
         None => None,
     };
+    health.started.store(true, Ordering::Relaxed);
     let task = {
         let health = health.clone();
         tokio::spawn(async move { lead(shared, health, leading, shutdown).await })
@@ -91,7 +93,7 @@ async fn lead(
             tracing::info!("leading: starting the controllers");
         }
         shared.metrics.leader.set(1);
-        health.ready.store(true, Ordering::Relaxed);
+        health.leading.store(true, Ordering::Relaxed);
         let lost = {
             let mut leading = leading.clone();
             let mut shutdown = shutdown.clone();
@@ -110,7 +112,7 @@ async fn lead(
             }
         };
         controller::run(shared.clone(), lost).await;
-        health.ready.store(false, Ordering::Relaxed);
+        health.leading.store(false, Ordering::Relaxed);
         shared.metrics.leader.set(0);
         if *shutdown.borrow() {
             return;

@@ -341,7 +341,7 @@ async fn a_standby_takes_over_when_the_leader_stops() {
     .await
     .unwrap();
     eventually("a leads", || async {
-        a.health.ready.load(Ordering::Relaxed).then_some(())
+        a.health.leading.load(Ordering::Relaxed).then_some(())
     })
     .await;
     let (stop_b, stopped_b) = watch::channel(false);
@@ -354,7 +354,7 @@ async fn a_standby_takes_over_when_the_leader_stops() {
     .unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(
-        !b.health.ready.load(Ordering::Relaxed),
+        !b.health.leading.load(Ordering::Relaxed),
         "b stands by while a leads"
     );
     env.create_thing("t1", json!({"names": ["a"], "value": "v"}))
@@ -367,7 +367,7 @@ async fn a_standby_takes_over_when_the_leader_stops() {
     stop_a.send(true).unwrap();
     let _ = task_a.await;
     eventually("b takes over", || async {
-        b.health.ready.load(Ordering::Relaxed).then_some(())
+        b.health.leading.load(Ordering::Relaxed).then_some(())
     })
     .await;
     env.create_thing("t2", json!({"names": ["x"], "value": "v"}))
