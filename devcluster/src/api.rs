@@ -249,10 +249,10 @@ impl Cluster {
         };
         self.check_namespace(rt, &ns)?;
         let meta = &mut obj["metadata"];
-        if meta["name"].as_str().unwrap_or_default().is_empty() {
-            if let Some(prefix) = meta["generateName"].as_str().filter(|p| !p.is_empty()) {
-                meta["name"] = Value::String(format!("{prefix}{}", random_suffix()));
-            }
+        if meta["name"].as_str().unwrap_or_default().is_empty()
+            && let Some(prefix) = meta["generateName"].as_str().filter(|p| !p.is_empty())
+        {
+            meta["name"] = Value::String(format!("{prefix}{}", random_suffix()));
         }
         if rt.namespaced {
             meta["namespace"] = Value::String(ns.clone());
@@ -274,10 +274,11 @@ impl Cluster {
         meta["uid"] = Value::String(uuid::Uuid::new_v4().to_string());
         meta["creationTimestamp"] = Value::String(stamp.clone());
         meta["generation"] = json!(1);
-        if rt.status_subresource && rt.kind != "CustomResourceDefinition" {
-            if let Some(m) = obj.as_object_mut() {
-                m.remove("status");
-            }
+        if rt.status_subresource
+            && rt.kind != "CustomResourceDefinition"
+            && let Some(m) = obj.as_object_mut()
+        {
+            m.remove("status");
         }
         match rt.kind.as_str() {
             "Namespace" => obj["status"] = json!({"phase": "Active"}),
@@ -327,15 +328,16 @@ impl Cluster {
         applied: bool,
     ) -> Result<Change> {
         let name = cur["metadata"]["name"].as_str().unwrap_or_default();
-        if let Some(rv) = new["metadata"]["resourceVersion"].as_str() {
-            if !rv.is_empty() && Some(rv) != cur["metadata"]["resourceVersion"].as_str() {
-                return Err(ApiError::conflict(
-                    &rt.group,
-                    &rt.plural,
-                    name,
-                    "the object has been modified; please apply your changes to the latest version and try again",
-                ));
-            }
+        if let Some(rv) = new["metadata"]["resourceVersion"].as_str()
+            && !rv.is_empty()
+            && Some(rv) != cur["metadata"]["resourceVersion"].as_str()
+        {
+            return Err(ApiError::conflict(
+                &rt.group,
+                &rt.plural,
+                name,
+                "the object has been modified; please apply your changes to the latest version and try again",
+            ));
         }
         if new["metadata"]["uid"]
             .as_str()
@@ -351,10 +353,10 @@ impl Cluster {
         if opts.subresource == "status" {
             let mut only_status = cur.clone();
             only_status["status"] = new["status"].take();
-            if only_status["status"].is_null() {
-                if let Some(m) = only_status.as_object_mut() {
-                    m.remove("status");
-                }
+            if only_status["status"].is_null()
+                && let Some(m) = only_status.as_object_mut()
+            {
+                m.remove("status");
             }
             if applied {
                 only_status["metadata"]["managedFields"] = new["metadata"]["managedFields"].take();
@@ -479,6 +481,8 @@ impl Cluster {
     ///
     /// # Errors
     /// 404 (not for apply), 409 (stale resourceVersion, apply conflicts), 415, 422.
+    // The arguments mirror the request: resource, version, namespace, name, type, body, options.
+    #[allow(clippy::too_many_arguments)]
     pub fn patch(
         &self,
         rt: &ResourceType,
@@ -638,19 +642,20 @@ impl Cluster {
 
     /// Hooks after a deletion: a deleted CRD stops being served and its objects go.
     fn after_delete(&self, rt: &ResourceType, obj: &Value) {
-        if rt.kind == "CustomResourceDefinition" && rt.group == "apiextensions.k8s.io" {
-            if let Ok(gone) = crd::resource_type(obj) {
-                let key = gone.key();
-                let (items, _) = self.store.list(&key, None);
-                for item in items {
-                    let ns = item["metadata"]["namespace"].as_str().unwrap_or_default();
-                    let name = item["metadata"]["name"].as_str().unwrap_or_default();
-                    let _ = self
-                        .store
-                        .mutate(&key, ns, name, false, |_| Ok((Change::Delete, ())));
-                }
-                self.registry.remove(&key);
+        if rt.kind == "CustomResourceDefinition"
+            && rt.group == "apiextensions.k8s.io"
+            && let Ok(gone) = crd::resource_type(obj)
+        {
+            let key = gone.key();
+            let (items, _) = self.store.list(&key, None);
+            for item in items {
+                let ns = item["metadata"]["namespace"].as_str().unwrap_or_default();
+                let name = item["metadata"]["name"].as_str().unwrap_or_default();
+                let _ = self
+                    .store
+                    .mutate(&key, ns, name, false, |_| Ok((Change::Delete, ())));
             }
+            self.registry.remove(&key);
         }
     }
 }

@@ -50,6 +50,9 @@ pub struct Event {
     pub line: OnceLock<bytes::Bytes>,
 }
 
+/// The kept events after a resourceVersion and a receiver for the ones to come.
+pub type WatchStart = (Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>);
+
 /// What a [`Store::mutate`] closure decided.
 #[derive(Debug)]
 pub enum Change {
@@ -243,10 +246,7 @@ impl Store {
     ///
     /// # Errors
     /// 410 Gone when `since` is older than the kept history.
-    pub fn watch_from(
-        &self,
-        since: u64,
-    ) -> Result<(Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>)> {
+    pub fn watch_from(&self, since: u64) -> Result<WatchStart> {
         let inner = self.lock();
         if since < inner.compacted {
             return Err(ApiError::gone(since));
@@ -319,7 +319,7 @@ mod tests {
         for n in ["a", "b", "c", "d"] {
             put(&store, n);
         }
-        assert_eq!(store.watch_from(1).map(|_| ()).unwrap_err().code, 410);
+        assert_eq!(store.watch_from(1).map(|_| ()).expect_err("gone").code, 410);
         let (past, _) = store.watch_from(3).expect("recent enough");
         assert_eq!(past.iter().map(|e| e.rv).collect::<Vec<_>>(), vec![4, 5]);
     }

@@ -66,10 +66,10 @@ impl Kubectl {
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped());
             let mut child = cmd.spawn().expect("kubectl runs");
-            if let Some(mut sin) = child.stdin.take() {
-                if let Some(text) = input {
-                    sin.write_all(text.as_bytes()).expect("stdin");
-                }
+            if let Some(mut sin) = child.stdin.take()
+                && let Some(text) = input
+            {
+                sin.write_all(text.as_bytes()).expect("stdin");
             }
             child.wait_with_output().expect("kubectl output")
         })

@@ -153,18 +153,19 @@ struct Target {
 
 fn resolve(st: &AppState, group: &str, version: &str, rest: &[&str], path: &str) -> Result<Target> {
     let reg = &st.cluster.registry;
-    if rest.len() >= 3 && rest[0] == "namespaces" {
-        if let Some(rt) = reg.find(group, version, rest[2]).filter(|r| r.namespaced) {
-            if rest.len() > 5 {
-                return Err(ApiError::no_route(path));
-            }
-            return Ok(Target {
-                rt,
-                ns: Some(rest[1].to_string()),
-                name: rest.get(3).map(|s| s.to_string()),
-                sub: rest.get(4).map(|s| s.to_string()),
-            });
+    if rest.len() >= 3
+        && rest[0] == "namespaces"
+        && let Some(rt) = reg.find(group, version, rest[2]).filter(|r| r.namespaced)
+    {
+        if rest.len() > 5 {
+            return Err(ApiError::no_route(path));
         }
+        return Ok(Target {
+            rt,
+            ns: Some(rest[1].to_string()),
+            name: rest.get(3).map(|s| s.to_string()),
+            sub: rest.get(4).map(|s| s.to_string()),
+        });
     }
     let rt = reg
         .find(group, version, rest[0])
@@ -216,10 +217,10 @@ async fn resource(
     if !rt.namespaced && t.ns.is_some() {
         return Err(ApiError::no_route(path));
     }
-    if let Some(sub) = &t.sub {
-        if sub != "status" || !(rt.status_subresource || rt.kind == "Namespace") {
-            return Err(ApiError::no_route(path));
-        }
+    if let Some(sub) = &t.sub
+        && (sub != "status" || !(rt.status_subresource || rt.kind == "Namespace"))
+    {
+        return Err(ApiError::no_route(path));
     }
     let watch = query.get("watch").is_some_and(|w| w == "true" || w == "1");
     let verb = match (method.as_str(), t.name.is_some()) {
