@@ -26,7 +26,7 @@ pub struct Options {
     /// CronJob time runs this many times faster than the clock (default 1.0; 60.0 makes a
     /// `* * * * *` schedule fire every second).
     pub cron_speedup: f64,
-    /// Watch events kept for watches from an older resourceVersion (default 100,000); older
+    /// Watch events kept for watches from an older resourceVersion (default 20,000); older
     /// ones get 410 Gone.
     pub history: usize,
     /// Interval between watch bookmarks (default 5 s).
@@ -40,7 +40,7 @@ impl Default for Options {
             simulator: true,
             ready_delay: Duration::from_millis(200),
             cron_speedup: 1.0,
-            history: 100_000,
+            history: 20_000,
             bookmark_interval: Duration::from_secs(5),
         }
     }

@@ -726,3 +726,42 @@ async fn streaming_lists_and_bookmarks_work_for_watchers() {
     );
     dc.shutdown().await;
 }
+
+#[tokio::test]
+async fn server_side_apply_through_the_status_subresource_writes_only_status() {
+    let dc = start().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(dc.client());
+    crds.create(&PostParams::default(), &widget_crd())
+        .await
+        .expect("crd");
+    let widgets = widget_api(dc.client());
+    widgets
+        .create(&PostParams::default(), &widget("st", 2))
+        .await
+        .expect("create");
+    let status = json!({"apiVersion": "test.windlass.dev/v1", "kind": "Widget", "metadata": {"name": "st"},
+        "spec": {"size": 7}, "status": {"phase": "Ready", "observedGeneration": 1}});
+    let applied = widgets
+        .patch_status(
+            "st",
+            &PatchParams::apply("windlass").force(),
+            &Patch::Apply(&status),
+        )
+        .await
+        .expect("apply status");
+    assert_eq!(applied.data["status"]["phase"], "Ready");
+    assert_eq!(
+        applied.data["spec"]["size"], 2,
+        "spec is not written through /status"
+    );
+    let entry = applied
+        .metadata
+        .managed_fields
+        .expect("managedFields")
+        .into_iter()
+        .find(|m| m.manager.as_deref() == Some("windlass"))
+        .expect("windlass entry");
+    assert_eq!(entry.subresource.as_deref(), Some("status"));
+    assert_eq!(entry.operation.as_deref(), Some("Apply"));
+    dc.shutdown().await;
+}
