@@ -46,6 +46,9 @@ pub struct Event {
     pub kind: EventType,
     /// The object after the change (the last state, for a deletion).
     pub object: Arc<Value>,
+    /// The object before a modification (so that a filtered watch can tell that an object
+    /// started or stopped matching).
+    pub prev: Option<Arc<Value>>,
     /// The serialized watch line, built once for all watchers.
     pub line: OnceLock<bytes::Bytes>,
 }
@@ -195,7 +198,7 @@ impl Store {
                 } else {
                     EventType::Added
                 };
-                self.record(&mut inner, key, kind, obj.clone());
+                self.record(&mut inner, key, kind, obj.clone(), current.clone());
                 if terminating {
                     self.gc_wake.notify_one();
                 }
@@ -216,19 +219,27 @@ impl Store {
                 let mut last = (*old).clone();
                 last["metadata"]["resourceVersion"] = Value::String(rv.to_string());
                 let last = Arc::new(last);
-                self.record(&mut inner, key, EventType::Deleted, last.clone());
+                self.record(&mut inner, key, EventType::Deleted, last.clone(), None);
                 self.gc_wake.notify_one();
                 Ok((Some(last), extra))
             }
         }
     }
 
-    fn record(&self, inner: &mut Inner, key: &str, kind: EventType, object: Arc<Value>) {
+    fn record(
+        &self,
+        inner: &mut Inner,
+        key: &str,
+        kind: EventType,
+        object: Arc<Value>,
+        prev: Option<Arc<Value>>,
+    ) {
         let event = Arc::new(Event {
             rv: inner.rv,
             key: key.into(),
             kind,
             object,
+            prev,
             line: OnceLock::new(),
         });
         inner.history.push_back(event.clone());

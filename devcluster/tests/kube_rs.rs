@@ -765,3 +765,45 @@ async fn server_side_apply_through_the_status_subresource_writes_only_status() {
     assert_eq!(entry.operation.as_deref(), Some("Apply"));
     dc.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_filtered_watch_sees_objects_enter_and_leave_its_selector() {
+    let dc = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    api.create(&PostParams::default(), &cm("m", json!({"team": "a"})))
+        .await
+        .expect("create");
+    let rv = dc.resource_version().to_string();
+    let stream = api
+        .watch(&WatchParams::default().labels("team=a").timeout(2), &rv)
+        .await
+        .expect("watch");
+    let relabel = |team: &str| json!({"metadata": {"labels": {"team": team}}});
+    api.patch("m", &PatchParams::default(), &Patch::Merge(relabel("b")))
+        .await
+        .expect("leave");
+    api.patch(
+        "m",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"x": "1"}})),
+    )
+    .await
+    .expect("unseen change");
+    api.patch("m", &PatchParams::default(), &Patch::Merge(relabel("a")))
+        .await
+        .expect("enter");
+    let kinds: Vec<&str> = stream
+        .try_collect::<Vec<_>>()
+        .await
+        .expect("events")
+        .iter()
+        .filter_map(|e| match e {
+            kube::api::WatchEvent::Added(_) => Some("ADDED"),
+            kube::api::WatchEvent::Modified(_) => Some("MODIFIED"),
+            kube::api::WatchEvent::Deleted(_) => Some("DELETED"),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kinds, vec!["DELETED", "ADDED"]);
+    dc.shutdown().await;
+}
