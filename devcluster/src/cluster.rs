@@ -26,7 +26,7 @@ pub struct Options {
     /// CronJob time runs this many times faster than the clock (default 1.0; 60.0 makes a
     /// `* * * * *` schedule fire every second).
     pub cron_speedup: f64,
-    /// Watch events kept for watches from an older resourceVersion (default 100,000); older
+    /// Watch events kept for watches from an older resourceVersion (default 20,000); older
     /// ones get 410 Gone.
     pub history: usize,
     /// Interval between watch bookmarks (default 5 s).
@@ -40,7 +40,7 @@ impl Default for Options {
             simulator: true,
             ready_delay: Duration::from_millis(200),
             cron_speedup: 1.0,
-            history: 100_000,
+            history: 20_000,
             bookmark_interval: Duration::from_secs(5),
         }
     }
@@ -121,14 +121,21 @@ impl DevCluster {
         self.addr
     }
 
-    /// A kube client talking to this devcluster over HTTP.
-    pub fn client(&self) -> kube::Client {
+    /// The kube client configuration for this devcluster (namespace `default`). kube's
+    /// clients retry 429/503/504 by default (`default_retry`); turn it off to see injected
+    /// 429s directly.
+    pub fn config(&self) -> kube::Config {
         let uri: axum::http::Uri = self.base_url().parse().unwrap_or_default();
         let mut config = kube::Config::new(uri);
         config.default_namespace = "default".into();
         config.read_timeout = Some(Duration::from_secs(300));
+        config
+    }
+
+    /// A kube client talking to this devcluster over HTTP.
+    pub fn client(&self) -> kube::Client {
         // Building a client from an http:// config with no TLS and no auth cannot fail.
-        kube::Client::try_from(config)
+        kube::Client::try_from(self.config())
             .unwrap_or_else(|e| panic!("kube client for a devcluster: {e}"))
     }
 

@@ -131,10 +131,10 @@ pub fn sweep(cluster: &Cluster) -> bool {
                     let mut d = (**cur).clone();
                     if let Some(refs) = d["metadata"]["ownerReferences"].as_array_mut() {
                         refs.retain(|r| r["uid"] != uid);
-                        if refs.is_empty() {
-                            if let Some(m) = d["metadata"].as_object_mut() {
-                                m.remove("ownerReferences");
-                            }
+                        if refs.is_empty()
+                            && let Some(m) = d["metadata"].as_object_mut()
+                        {
+                            m.remove("ownerReferences");
                         }
                     }
                     Ok((Change::Put(d), ()))

@@ -112,55 +112,53 @@ fn check(v: &mut Value, s: &Value, path: &str, out: &mut Outcome) {
         }
         return;
     }
-    if let Some(ty) = s.get("type").and_then(Value::as_str) {
-        if !type_ok(v, ty) {
-            invalid(
-                out,
-                path,
-                format!(
-                    "Invalid value: \"{}\": {path} in body must be of type {ty}: \"{}\"",
-                    kind_of(v),
-                    kind_of(v)
-                ),
-            );
-            return;
-        }
+    if let Some(ty) = s.get("type").and_then(Value::as_str)
+        && !type_ok(v, ty)
+    {
+        invalid(
+            out,
+            path,
+            format!(
+                "Invalid value: \"{}\": {path} in body must be of type {ty}: \"{}\"",
+                kind_of(v),
+                kind_of(v)
+            ),
+        );
+        return;
     }
-    if let Some(options) = s.get("enum").and_then(Value::as_array) {
-        if !options.contains(v) {
-            let listed: Vec<String> = options.iter().map(Value::to_string).collect();
-            invalid(
-                out,
-                path,
-                format!(
-                    "Unsupported value: {v}: supported values: {}",
-                    listed.join(", ")
-                ),
-            );
-        }
+    if let Some(options) = s.get("enum").and_then(Value::as_array)
+        && !options.contains(v)
+    {
+        let listed: Vec<String> = options.iter().map(Value::to_string).collect();
+        invalid(
+            out,
+            path,
+            format!(
+                "Unsupported value: {v}: supported values: {}",
+                listed.join(", ")
+            ),
+        );
     }
     if let Some(n) = v.as_f64() {
-        if let Some(min) = s.get("minimum").and_then(Value::as_f64) {
-            if n < min {
-                invalid(
-                    out,
-                    path,
-                    format!(
-                        "Invalid value: {v}: {path} in body should be greater than or equal to {min}"
-                    ),
-                );
-            }
+        if let Some(min) = s.get("minimum").and_then(Value::as_f64)
+            && n < min
+        {
+            invalid(
+                out,
+                path,
+                format!(
+                    "Invalid value: {v}: {path} in body should be greater than or equal to {min}"
+                ),
+            );
         }
-        if let Some(max) = s.get("maximum").and_then(Value::as_f64) {
-            if n > max {
-                invalid(
-                    out,
-                    path,
-                    format!(
-                        "Invalid value: {v}: {path} in body should be less than or equal to {max}"
-                    ),
-                );
-            }
+        if let Some(max) = s.get("maximum").and_then(Value::as_f64)
+            && n > max
+        {
+            invalid(
+                out,
+                path,
+                format!("Invalid value: {v}: {path} in body should be less than or equal to {max}"),
+            );
         }
     }
     match v {
@@ -189,14 +187,14 @@ fn check(v: &mut Value, s: &Value, path: &str, out: &mut Outcome) {
                     format!("Too long: may not be more than {} bytes", s["maxLength"]),
                 );
             }
-            if let Some(p) = s.get("pattern").and_then(Value::as_str) {
-                if regex::Regex::new(p).is_ok_and(|re| !re.is_match(text)) {
-                    invalid(
-                        out,
-                        path,
-                        format!("Invalid value: \"{text}\": {path} in body should match '{p}'"),
-                    );
-                }
+            if let Some(p) = s.get("pattern").and_then(Value::as_str)
+                && regex::Regex::new(p).is_ok_and(|re| !re.is_match(text))
+            {
+                invalid(
+                    out,
+                    path,
+                    format!("Invalid value: \"{text}\": {path} in body should match '{p}'"),
+                );
             }
         }
         Value::Array(items) => {
@@ -247,14 +245,14 @@ fn check(v: &mut Value, s: &Value, path: &str, out: &mut Outcome) {
                     _ => {}
                 }
             }
-            if let Some(max) = s.get("maxProperties").and_then(Value::as_u64) {
-                if map.len() as u64 > max {
-                    out.causes.push(Cause {
-                        reason: "FieldValueTooMany".into(),
-                        field: path.into(),
-                        message: format!("Too many: {}: must have at most {max} items", map.len()),
-                    });
-                }
+            if let Some(max) = s.get("maxProperties").and_then(Value::as_u64)
+                && map.len() as u64 > max
+            {
+                out.causes.push(Cause {
+                    reason: "FieldValueTooMany".into(),
+                    field: path.into(),
+                    message: format!("Too many: {}: must have at most {max} items", map.len()),
+                });
             }
             required(map, s, path, out);
         }

@@ -46,9 +46,15 @@ pub struct Event {
     pub kind: EventType,
     /// The object after the change (the last state, for a deletion).
     pub object: Arc<Value>,
+    /// The object before a modification (so that a filtered watch can tell that an object
+    /// started or stopped matching).
+    pub prev: Option<Arc<Value>>,
     /// The serialized watch line, built once for all watchers.
     pub line: OnceLock<bytes::Bytes>,
 }
+
+/// The kept events after a resourceVersion and a receiver for the ones to come.
+pub type WatchStart = (Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>);
 
 /// What a [`Store::mutate`] closure decided.
 #[derive(Debug)]
@@ -192,7 +198,7 @@ impl Store {
                 } else {
                     EventType::Added
                 };
-                self.record(&mut inner, key, kind, obj.clone());
+                self.record(&mut inner, key, kind, obj.clone(), current.clone());
                 if terminating {
                     self.gc_wake.notify_one();
                 }
@@ -213,19 +219,27 @@ impl Store {
                 let mut last = (*old).clone();
                 last["metadata"]["resourceVersion"] = Value::String(rv.to_string());
                 let last = Arc::new(last);
-                self.record(&mut inner, key, EventType::Deleted, last.clone());
+                self.record(&mut inner, key, EventType::Deleted, last.clone(), None);
                 self.gc_wake.notify_one();
                 Ok((Some(last), extra))
             }
         }
     }
 
-    fn record(&self, inner: &mut Inner, key: &str, kind: EventType, object: Arc<Value>) {
+    fn record(
+        &self,
+        inner: &mut Inner,
+        key: &str,
+        kind: EventType,
+        object: Arc<Value>,
+        prev: Option<Arc<Value>>,
+    ) {
         let event = Arc::new(Event {
             rv: inner.rv,
             key: key.into(),
             kind,
             object,
+            prev,
             line: OnceLock::new(),
         });
         inner.history.push_back(event.clone());
@@ -243,10 +257,7 @@ impl Store {
     ///
     /// # Errors
     /// 410 Gone when `since` is older than the kept history.
-    pub fn watch_from(
-        &self,
-        since: u64,
-    ) -> Result<(Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>)> {
+    pub fn watch_from(&self, since: u64) -> Result<WatchStart> {
         let inner = self.lock();
         if since < inner.compacted {
             return Err(ApiError::gone(since));
@@ -319,7 +330,7 @@ mod tests {
         for n in ["a", "b", "c", "d"] {
             put(&store, n);
         }
-        assert_eq!(store.watch_from(1).map(|_| ()).unwrap_err().code, 410);
+        assert_eq!(store.watch_from(1).map(|_| ()).expect_err("gone").code, 410);
         let (past, _) = store.watch_from(3).expect("recent enough");
         assert_eq!(past.iter().map(|e| e.rv).collect::<Vec<_>>(), vec![4, 5]);
     }

@@ -78,14 +78,14 @@ pub fn builtin(rt: &ResourceType, obj: &Value, old: Option<&Value>) -> Result<()
             if spec["template"].is_null() {
                 causes.push(required("spec.template"));
             }
-            if let Some(old) = old {
-                if spec["template"] != old["spec"]["template"] {
-                    causes.push(cause(
-                        "FieldValueInvalid",
-                        "spec.template",
-                        "Invalid value: field is immutable",
-                    ));
-                }
+            if let Some(old) = old
+                && spec["template"] != old["spec"]["template"]
+            {
+                causes.push(cause(
+                    "FieldValueInvalid",
+                    "spec.template",
+                    "Invalid value: field is immutable",
+                ));
             }
         }
         "CronJob" => {
@@ -96,10 +96,8 @@ pub fn builtin(rt: &ResourceType, obj: &Value, old: Option<&Value>) -> Result<()
                 causes.push(required("spec.jobTemplate"));
             }
         }
-        "Pod" => {
-            if spec["containers"].as_array().is_none_or(Vec::is_empty) {
-                causes.push(required("spec.containers"));
-            }
+        "Pod" if spec["containers"].as_array().is_none_or(Vec::is_empty) => {
+            causes.push(required("spec.containers"));
         }
         "Service" => {
             if let Some(old) = old {
@@ -115,16 +113,15 @@ pub fn builtin(rt: &ResourceType, obj: &Value, old: Option<&Value>) -> Result<()
             }
         }
         "ConfigMap" | "Secret" => {
-            if let Some(old) = old {
-                if old["immutable"] == Value::Bool(true)
-                    && (obj["data"] != old["data"] || obj["binaryData"] != old["binaryData"])
-                {
-                    causes.push(cause(
-                        "FieldValueForbidden",
-                        "data",
-                        "Forbidden: field is immutable when `immutable` is set",
-                    ));
-                }
+            if let Some(old) = old
+                && old["immutable"] == Value::Bool(true)
+                && (obj["data"] != old["data"] || obj["binaryData"] != old["binaryData"])
+            {
+                causes.push(cause(
+                    "FieldValueForbidden",
+                    "data",
+                    "Forbidden: field is immutable when `immutable` is set",
+                ));
             }
         }
         _ => {}

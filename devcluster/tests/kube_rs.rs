@@ -6,7 +6,8 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
-    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, PropagationPolicy,
+    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+    PropagationPolicy, WatchParams,
 };
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
@@ -43,7 +44,7 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    for _ in 0..100 {
+    for _ in 0..400 {
         if f().await {
             return;
         }
@@ -647,5 +648,162 @@ async fn immutable_statefulset_fields_are_rejected_with_422() {
     );
     let ns: Api<Namespace> = Api::all(dc.client());
     assert!(ns.get("default").await.is_ok());
+    dc.shutdown().await;
+}
+
+#[tokio::test]
+async fn deleting_a_namespace_deletes_its_contents_then_the_namespace() {
+    let dc = start().await;
+    let namespaces: Api<Namespace> = Api::all(dc.client());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "doomed"}})).expect("ns"),
+        )
+        .await
+        .expect("create ns");
+    let api: Api<ConfigMap> = Api::namespaced(dc.client(), "doomed");
+    api.create(&PostParams::default(), &cm("inside", json!({})))
+        .await
+        .expect("create");
+    namespaces
+        .delete("doomed", &DeleteParams::default())
+        .await
+        .expect("delete ns");
+    eventually("namespace gone", || async {
+        namespaces.get_opt("doomed").await.expect("get").is_none()
+    })
+    .await;
+    assert!(api.get_opt("inside").await.expect("get").is_none());
+    let err = api
+        .create(&PostParams::default(), &cm("late", json!({})))
+        .await
+        .expect_err("no namespace");
+    assert_eq!(code(err), 404);
+    dc.shutdown().await;
+}
+
+#[tokio::test]
+async fn streaming_lists_and_bookmarks_work_for_watchers() {
+    let dc = DevCluster::start(Options {
+        simulator: false,
+        bookmark_interval: Duration::from_millis(200),
+        ..Options::default()
+    })
+    .await
+    .expect("devcluster starts");
+    let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    api.create(&PostParams::default(), &cm("one", json!({})))
+        .await
+        .expect("create");
+    let (reader, writer) = reflector::store::<ConfigMap>();
+    let stream = watcher(api.clone(), watcher::Config::default().streaming_lists())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects();
+    let task = tokio::spawn(async move { stream.for_each(|_| async {}).await });
+    tokio::time::timeout(Duration::from_secs(10), reader.wait_until_ready())
+        .await
+        .expect("initial events end")
+        .expect("ready");
+    assert_eq!(reader.state().len(), 1);
+    task.abort();
+
+    let rv = dc.resource_version().to_string();
+    let wp = WatchParams::default().timeout(2);
+    let events: Vec<_> = api
+        .watch(&wp, &rv)
+        .await
+        .expect("watch")
+        .try_collect()
+        .await
+        .expect("events");
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, kube::api::WatchEvent::Bookmark(_))),
+        "a bookmark arrives"
+    );
+    dc.shutdown().await;
+}
+
+#[tokio::test]
+async fn server_side_apply_through_the_status_subresource_writes_only_status() {
+    let dc = start().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(dc.client());
+    crds.create(&PostParams::default(), &widget_crd())
+        .await
+        .expect("crd");
+    let widgets = widget_api(dc.client());
+    widgets
+        .create(&PostParams::default(), &widget("st", 2))
+        .await
+        .expect("create");
+    let status = json!({"apiVersion": "test.windlass.dev/v1", "kind": "Widget", "metadata": {"name": "st"},
+        "spec": {"size": 7}, "status": {"phase": "Ready", "observedGeneration": 1}});
+    let applied = widgets
+        .patch_status(
+            "st",
+            &PatchParams::apply("windlass").force(),
+            &Patch::Apply(&status),
+        )
+        .await
+        .expect("apply status");
+    assert_eq!(applied.data["status"]["phase"], "Ready");
+    assert_eq!(
+        applied.data["spec"]["size"], 2,
+        "spec is not written through /status"
+    );
+    let entry = applied
+        .metadata
+        .managed_fields
+        .expect("managedFields")
+        .into_iter()
+        .find(|m| m.manager.as_deref() == Some("windlass"))
+        .expect("windlass entry");
+    assert_eq!(entry.subresource.as_deref(), Some("status"));
+    assert_eq!(entry.operation.as_deref(), Some("Apply"));
+    dc.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_filtered_watch_sees_objects_enter_and_leave_its_selector() {
+    let dc = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    api.create(&PostParams::default(), &cm("m", json!({"team": "a"})))
+        .await
+        .expect("create");
+    let rv = dc.resource_version().to_string();
+    let stream = api
+        .watch(&WatchParams::default().labels("team=a").timeout(2), &rv)
+        .await
+        .expect("watch");
+    let relabel = |team: &str| json!({"metadata": {"labels": {"team": team}}});
+    api.patch("m", &PatchParams::default(), &Patch::Merge(relabel("b")))
+        .await
+        .expect("leave");
+    api.patch(
+        "m",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"x": "1"}})),
+    )
+    .await
+    .expect("unseen change");
+    api.patch("m", &PatchParams::default(), &Patch::Merge(relabel("a")))
+        .await
+        .expect("enter");
+    let kinds: Vec<&str> = stream
+        .try_collect::<Vec<_>>()
+        .await
+        .expect("events")
+        .iter()
+        .filter_map(|e| match e {
+            kube::api::WatchEvent::Added(_) => Some("ADDED"),
+            kube::api::WatchEvent::Modified(_) => Some("MODIFIED"),
+            kube::api::WatchEvent::Deleted(_) => Some("DELETED"),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kinds, vec!["DELETED", "ADDED"]);
     dc.shutdown().await;
 }

@@ -1,6 +1,7 @@
 //! The HTTP API: path routing, verbs, list/get/Table responses, fault injection per request.
 
 pub mod discovery;
+mod list;
 pub mod openapi;
 pub mod table;
 pub mod watch;
@@ -153,18 +154,19 @@ struct Target {
 
 fn resolve(st: &AppState, group: &str, version: &str, rest: &[&str], path: &str) -> Result<Target> {
     let reg = &st.cluster.registry;
-    if rest.len() >= 3 && rest[0] == "namespaces" {
-        if let Some(rt) = reg.find(group, version, rest[2]).filter(|r| r.namespaced) {
-            if rest.len() > 5 {
-                return Err(ApiError::no_route(path));
-            }
-            return Ok(Target {
-                rt,
-                ns: Some(rest[1].to_string()),
-                name: rest.get(3).map(|s| s.to_string()),
-                sub: rest.get(4).map(|s| s.to_string()),
-            });
+    if rest.len() >= 3
+        && rest[0] == "namespaces"
+        && let Some(rt) = reg.find(group, version, rest[2]).filter(|r| r.namespaced)
+    {
+        if rest.len() > 5 {
+            return Err(ApiError::no_route(path));
         }
+        return Ok(Target {
+            rt,
+            ns: Some(rest[1].to_string()),
+            name: rest.get(3).map(|s| s.to_string()),
+            sub: rest.get(4).map(|s| s.to_string()),
+        });
     }
     let rt = reg
         .find(group, version, rest[0])
@@ -216,10 +218,10 @@ async fn resource(
     if !rt.namespaced && t.ns.is_some() {
         return Err(ApiError::no_route(path));
     }
-    if let Some(sub) = &t.sub {
-        if sub != "status" || !(rt.status_subresource || rt.kind == "Namespace") {
-            return Err(ApiError::no_route(path));
-        }
+    if let Some(sub) = &t.sub
+        && (sub != "status" || !(rt.status_subresource || rt.kind == "Namespace"))
+    {
+        return Err(ApiError::no_route(path));
     }
     let watch = query.get("watch").is_some_and(|w| w == "true" || w == "1");
     let verb = match (method.as_str(), t.name.is_some()) {
@@ -291,7 +293,7 @@ async fn resource(
             }
             Ok(ok(&present(&obj, &rt, version)))
         }
-        "list" => list(st, &rt, version, t.ns.as_deref(), query, as_table, include),
+        "list" => list::list(st, &rt, version, t.ns.as_deref(), query, as_table, include),
         "watch" => {
             let since = match query.get("resourceVersion").map(String::as_str) {
                 None | Some("") => None,
@@ -390,96 +392,4 @@ async fn resource(
             ))
         }
     }
-}
-
-/// A list, with selectors and `limit`/`continue` (the token carries the first page's
-/// resourceVersion and the last key returned).
-fn list(
-    st: &AppState,
-    rt: &ResourceType,
-    version: &str,
-    ns: Option<&str>,
-    query: &HashMap<String, String>,
-    as_table: bool,
-    include: &str,
-) -> Result<Response> {
-    let labels =
-        LabelSelector::parse(query.get("labelSelector").map(String::as_str).unwrap_or(""))?;
-    let fields =
-        FieldSelector::parse(query.get("fieldSelector").map(String::as_str).unwrap_or(""))?;
-    let limit: usize = query
-        .get("limit")
-        .and_then(|l| l.parse().ok())
-        .filter(|l| *l > 0)
-        .unwrap_or(usize::MAX);
-    let (items, now_rv) = st.cluster.store.list(&rt.key(), ns);
-    let (rv, after) = match query.get("continue").filter(|c| !c.is_empty()) {
-        Some(token) => {
-            let mut parts = token.splitn(3, '|');
-            let rv = parts
-                .next()
-                .and_then(|r| r.parse::<u64>().ok())
-                .ok_or_else(|| ApiError::bad_request("invalid continue token"))?;
-            let after = (
-                parts.next().unwrap_or_default().to_string(),
-                parts.next().unwrap_or_default().to_string(),
-            );
-            (rv, Some(after))
-        }
-        None => (now_rv, None),
-    };
-    let key = |o: &Value| {
-        (
-            o["metadata"]["namespace"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-            o["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-        )
-    };
-    let matching: Vec<&Arc<Value>> = items
-        .iter()
-        .filter(|o| after.as_ref().is_none_or(|a| key(o) > *a))
-        .filter(|o| labels.matches(o) && fields.matches(o))
-        .collect();
-    let page: Vec<Arc<Value>> = matching.iter().take(limit).map(|o| (*o).clone()).collect();
-    let remaining = matching.len().saturating_sub(page.len());
-    let cont = (remaining > 0).then(|| {
-        let (n, m) = page.last().map(|o| key(o)).unwrap_or_default();
-        format!("{rv}|{n}|{m}")
-    });
-    if as_table {
-        let shown: Vec<Arc<Value>> = page
-            .iter()
-            .map(|o| Arc::new(present(o, rt, version)))
-            .collect();
-        return Ok(ok(&table::table(rt, &shown, rv, cont.as_deref(), include)));
-    }
-    let mut meta = json!({"resourceVersion": rv.to_string()});
-    if let Some(c) = &cont {
-        meta["continue"] = json!(c);
-        meta["remainingItemCount"] = json!(remaining);
-    }
-    let api_version = rt.api_version(version);
-    let mut out = Vec::with_capacity(page.len() * 512 + 256);
-    out.extend_from_slice(format!("{{\"kind\":\"{}List\",\"apiVersion\":\"{api_version}\",\"metadata\":{meta},\"items\":[", rt.kind).as_bytes());
-    for (i, o) in page.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        let shown = if o["apiVersion"].as_str() == Some(&api_version) {
-            None
-        } else {
-            Some(present(o, rt, version))
-        };
-        let _ = serde_json::to_writer(&mut out, shown.as_ref().unwrap_or(o));
-    }
-    out.extend_from_slice(b"]}");
-    Ok(Response::builder()
-        .header("content-type", "application/json")
-        .body(Body::from(out))
-        .unwrap_or_default())
 }

@@ -6,7 +6,7 @@ use super::table;
 use crate::api::Cluster;
 use crate::resources::ResourceType;
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::store::Event;
+use crate::store::{Event, EventType};
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
@@ -74,6 +74,23 @@ impl WatchRequest {
         Bytes::from(format!("{{\"type\":\"{kind}\",\"object\":{object}}}\n"))
     }
 
+    /// The line a store event becomes for this watch, if any: with a selector, an object that
+    /// starts matching is ADDED and one that stops matching is DELETED, as the real server
+    /// reports them.
+    fn translate(&self, e: &Event) -> Option<Bytes> {
+        if e.key.split_once('/') != Some((self.rt.group.as_str(), self.rt.plural.as_str())) {
+            return None;
+        }
+        let now = self.matches(&e.object);
+        let before = e.prev.as_ref().is_some_and(|p| self.matches(p));
+        match (e.kind, before, now) {
+            (EventType::Modified, false, true) => Some(self.line("ADDED", &e.object)),
+            (EventType::Modified, true, false) => Some(self.line("DELETED", &e.object)),
+            (_, _, true) => Some(self.event_line(e)),
+            _ => None,
+        }
+    }
+
     fn event_line(&self, e: &Event) -> Bytes {
         let plain = !self.table
             && e.object["apiVersion"].as_str() == Some(&self.rt.api_version(&self.version));
@@ -131,11 +148,10 @@ async fn run(cluster: &Cluster, req: &WatchRequest, tx: &mut Tx) -> Result<(), m
     let (mut rx, mut last_rv) = match req.since.filter(|rv| *rv > 0) {
         Some(since) => match cluster.store.watch_from(since) {
             Ok((past, rx)) => {
-                for e in past
-                    .iter()
-                    .filter(|e| *e.key == *key && req.matches(&e.object))
-                {
-                    tx.send(Ok(req.event_line(e))).await?;
+                for e in &past {
+                    if let Some(line) = req.translate(e) {
+                        tx.send(Ok(line)).await?;
+                    }
                 }
                 (rx, past.last().map_or(since, |e| e.rv))
             }
@@ -164,8 +180,8 @@ async fn run(cluster: &Cluster, req: &WatchRequest, tx: &mut Tx) -> Result<(), m
             ev = rx.recv() => match ev {
                 Ok(e) => {
                     last_rv = e.rv;
-                    if *e.key == *key && req.matches(&e.object) {
-                        tx.send(Ok(req.event_line(&e))).await?;
+                    if let Some(line) = req.translate(&e) {
+                        tx.send(Ok(line)).await?;
                     }
                 }
                 // Too slow a reader: end the stream; the client resumes from its last version.

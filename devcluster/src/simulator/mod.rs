@@ -136,10 +136,9 @@ impl Sim {
             if let Err(e) = self
                 .cluster
                 .create(&rt, &version, None, obj, &Self::opts(""))
+                && e.code != 409
             {
-                if e.code != 409 {
-                    tracing::warn!(error = %e, key, "simulator create failed");
-                }
+                tracing::warn!(error = %e, key, "simulator create failed");
             }
         }
     }
@@ -157,10 +156,9 @@ impl Sim {
                 PatchType::Merge,
                 bytes.as_bytes(),
                 &Self::opts(subresource),
-            ) {
-                if e.code != 404 {
-                    tracing::warn!(error = %e, key, name, "simulator patch failed");
-                }
+            ) && e.code != 404
+            {
+                tracing::warn!(error = %e, key, name, "simulator patch failed");
             }
         }
     }

@@ -157,15 +157,16 @@ pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
     let ready = in_range.iter().filter(|p| is_ready(p)).count();
     // Rolling update: replace the highest outdated Pod once every Pod is ready.
     let on_delete = spec["updateStrategy"]["type"] == "OnDelete";
-    if !on_delete && ready as i64 == replicas && (updated as i64) < replicas {
-        if let Some(p) = in_range
+    if !on_delete
+        && ready as i64 == replicas
+        && (updated as i64) < replicas
+        && let Some(p) = in_range
             .iter()
             .filter(|p| p["metadata"]["labels"]["controller-revision-hash"] != update_rev.as_str())
             .max_by_key(|p| ordinal(p))
-        {
-            let (pns, pname) = super::ns_name(p);
-            sim.delete("/pods", &pns, &pname);
-        }
+    {
+        let (pns, pname) = super::ns_name(p);
+        sim.delete("/pods", &pns, &pname);
     }
     let current_rev = if updated as i64 == replicas {
         update_rev.clone()

@@ -1,204 +1,16 @@
-//! The API semantics over the store: create, update, patch, apply, delete, with the real
-//! server's metadata handling (uid, generation, resourceVersion preconditions, managedFields,
-//! finalizers) and validation. The HTTP layer, the simulator and the garbage collector all
-//! write through here.
+//! Create, update, patch and server-side apply.
 
+use super::{Cluster, WriteOpts, has_finalizers, now, random_suffix, rules, spec_part};
 use crate::crd;
 use crate::error::{ApiError, Result};
-use crate::faults::Faults;
 use crate::patch::apply::{self, Writer};
-use crate::patch::lists::Rules;
 use crate::patch::{PatchType, patch_object};
-use crate::resources::{Registry, ResourceType};
-use crate::schema;
-use crate::store::{Change, Store};
-use crate::validate;
+use crate::resources::ResourceType;
+use crate::store::Change;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-/// Options of a write.
-#[derive(Debug, Clone, Default)]
-pub struct WriteOpts {
-    /// `dryRun=All`: validate and answer, store nothing.
-    pub dry_run: bool,
-    /// `fieldManager` (defaults to the client's user agent product).
-    pub field_manager: String,
-    /// `force` for server-side apply.
-    pub force: bool,
-    /// `status` for the status subresource.
-    pub subresource: String,
-    /// `fieldValidation=Strict`: unknown fields are an error instead of being dropped.
-    pub strict: bool,
-}
-
-/// Options of a delete.
-#[derive(Debug, Clone, Default)]
-pub struct DeleteOpts {
-    /// `dryRun=All`.
-    pub dry_run: bool,
-    /// `Background` (default), `Foreground` or `Orphan`.
-    pub propagation: Option<String>,
-    /// Precondition on the uid.
-    pub uid: Option<String>,
-    /// Precondition on the resourceVersion.
-    pub resource_version: Option<String>,
-}
-
-/// The cluster state: store, served kinds, faults.
-#[derive(Debug)]
-pub struct Cluster {
-    /// Objects and events.
-    pub store: Store,
-    /// Served kinds.
-    pub registry: Registry,
-    /// Injected faults.
-    pub faults: Faults,
-}
-
-/// Now, RFC 3339 to the second, as the API server writes timestamps.
-pub fn now() -> String {
-    let secs = jiff::Timestamp::now().as_second();
-    jiff::Timestamp::from_second(secs)
-        .map(|t| t.to_string())
-        .unwrap_or_default()
-}
-
-fn random_suffix() -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    uuid::Uuid::new_v4().as_bytes()[..5]
-        .iter()
-        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
-        .collect()
-}
-
-fn rules<'a>(rt: &'a ResourceType, version: &str) -> Rules<'a> {
-    if rt.builtin {
-        Rules::Builtin
-    } else {
-        Rules::Schema(rt.schemas.get(version))
-    }
-}
-
-/// Everything but metadata and status: a change here bumps `generation`.
-fn spec_part(obj: &Value) -> Value {
-    let mut v = obj.clone();
-    if let Some(m) = v.as_object_mut() {
-        for k in ["metadata", "status", "apiVersion", "kind"] {
-            m.remove(k);
-        }
-    }
-    v
-}
-
-fn has_finalizers(obj: &Value) -> bool {
-    obj["metadata"]["finalizers"]
-        .as_array()
-        .is_some_and(|f| !f.is_empty())
-        || obj["spec"]["finalizers"]
-            .as_array()
-            .is_some_and(|f| !f.is_empty())
-            && obj["kind"] == "Namespace"
-}
-
 impl Cluster {
-    /// A cluster with the built-in kinds and the usual namespaces.
-    pub fn new(history: usize) -> Self {
-        let cluster = Self {
-            store: Store::new(history),
-            registry: Registry::default(),
-            faults: Faults::default(),
-        };
-        if let Some(ns) = cluster.registry.find("", "v1", "namespaces") {
-            for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-                let obj =
-                    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-                let opts = WriteOpts {
-                    field_manager: "devcluster".into(),
-                    ..WriteOpts::default()
-                };
-                // Cannot fail: a fresh store and valid names.
-                let _ = cluster.create(&ns, "v1", None, obj, &opts);
-            }
-        }
-        cluster
-    }
-
-    /// The resource type of a stored key, if still served.
-    pub fn resource(&self, key: &str) -> Option<Arc<ResourceType>> {
-        self.registry.by_key(key)
-    }
-
-    /// One object.
-    ///
-    /// # Errors
-    /// 404.
-    pub fn get(&self, rt: &ResourceType, ns: &str, name: &str) -> Result<Arc<Value>> {
-        self.store
-            .get(&rt.key(), ns, name)
-            .ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))
-    }
-
-    fn check_namespace(&self, rt: &ResourceType, ns: &str) -> Result<()> {
-        if !rt.namespaced {
-            return Ok(());
-        }
-        match self.store.get("/namespaces", "", ns) {
-            None => Err(ApiError::not_found("", "namespaces", ns)),
-            Some(n) if n["metadata"].get("deletionTimestamp").is_some() => {
-                Err(ApiError::forbidden(format!(
-                    "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
-                    rt.plural, ""
-                )))
-            }
-            Some(_) => Ok(()),
-        }
-    }
-
-    /// Checks kind-specific rules and the CRD schema; prunes unknown fields of custom resources.
-    fn validate(
-        &self,
-        rt: &ResourceType,
-        version: &str,
-        obj: &mut Value,
-        old: Option<&Value>,
-        strict: bool,
-    ) -> Result<()> {
-        if rt.builtin {
-            validate::builtin(rt, obj, old)?;
-            if rt.kind == "CustomResourceDefinition" {
-                crd::resource_type(obj)?;
-            }
-            return Ok(());
-        }
-        let name = obj["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        if name.is_empty() {
-            return validate::builtin(rt, obj, old);
-        }
-        if let Some(s) = rt.schemas.get(version) {
-            let out = schema::validate(obj, s);
-            if strict && !out.unknown.is_empty() {
-                let fields: Vec<String> = out
-                    .unknown
-                    .iter()
-                    .map(|f| format!("unknown field \"{f}\""))
-                    .collect();
-                return Err(ApiError::bad_request(format!(
-                    "{} in version \"{version}\" cannot be handled as a {}: strict decoding error: {}",
-                    rt.kind,
-                    rt.kind,
-                    fields.join(", ")
-                )));
-            }
-            if !out.causes.is_empty() {
-                return Err(ApiError::invalid(&rt.kind, &rt.group, &name, out.causes));
-            }
-        }
-        Ok(())
-    }
-
     /// Creates an object.
     ///
     /// # Errors
@@ -249,10 +61,10 @@ impl Cluster {
         };
         self.check_namespace(rt, &ns)?;
         let meta = &mut obj["metadata"];
-        if meta["name"].as_str().unwrap_or_default().is_empty() {
-            if let Some(prefix) = meta["generateName"].as_str().filter(|p| !p.is_empty()) {
-                meta["name"] = Value::String(format!("{prefix}{}", random_suffix()));
-            }
+        if meta["name"].as_str().unwrap_or_default().is_empty()
+            && let Some(prefix) = meta["generateName"].as_str().filter(|p| !p.is_empty())
+        {
+            meta["name"] = Value::String(format!("{prefix}{}", random_suffix()));
         }
         if rt.namespaced {
             meta["namespace"] = Value::String(ns.clone());
@@ -274,10 +86,11 @@ impl Cluster {
         meta["uid"] = Value::String(uuid::Uuid::new_v4().to_string());
         meta["creationTimestamp"] = Value::String(stamp.clone());
         meta["generation"] = json!(1);
-        if rt.status_subresource && rt.kind != "CustomResourceDefinition" {
-            if let Some(m) = obj.as_object_mut() {
-                m.remove("status");
-            }
+        if rt.status_subresource
+            && rt.kind != "CustomResourceDefinition"
+            && let Some(m) = obj.as_object_mut()
+        {
+            m.remove("status");
         }
         match rt.kind.as_str() {
             "Namespace" => obj["status"] = json!({"phase": "Active"}),
@@ -327,15 +140,16 @@ impl Cluster {
         applied: bool,
     ) -> Result<Change> {
         let name = cur["metadata"]["name"].as_str().unwrap_or_default();
-        if let Some(rv) = new["metadata"]["resourceVersion"].as_str() {
-            if !rv.is_empty() && Some(rv) != cur["metadata"]["resourceVersion"].as_str() {
-                return Err(ApiError::conflict(
-                    &rt.group,
-                    &rt.plural,
-                    name,
-                    "the object has been modified; please apply your changes to the latest version and try again",
-                ));
-            }
+        if let Some(rv) = new["metadata"]["resourceVersion"].as_str()
+            && !rv.is_empty()
+            && Some(rv) != cur["metadata"]["resourceVersion"].as_str()
+        {
+            return Err(ApiError::conflict(
+                &rt.group,
+                &rt.plural,
+                name,
+                "the object has been modified; please apply your changes to the latest version and try again",
+            ));
         }
         if new["metadata"]["uid"]
             .as_str()
@@ -351,10 +165,10 @@ impl Cluster {
         if opts.subresource == "status" {
             let mut only_status = cur.clone();
             only_status["status"] = new["status"].take();
-            if only_status["status"].is_null() {
-                if let Some(m) = only_status.as_object_mut() {
-                    m.remove("status");
-                }
+            if only_status["status"].is_null()
+                && let Some(m) = only_status.as_object_mut()
+            {
+                m.remove("status");
             }
             if applied {
                 only_status["metadata"]["managedFields"] = new["metadata"]["managedFields"].take();
@@ -479,6 +293,8 @@ impl Cluster {
     ///
     /// # Errors
     /// 404 (not for apply), 409 (stale resourceVersion, apply conflicts), 415, 422.
+    // The arguments mirror the request: resource, version, namespace, name, type, body, options.
+    #[allow(clippy::too_many_arguments)]
     pub fn patch(
         &self,
         rt: &ResourceType,
@@ -554,7 +370,7 @@ impl Cluster {
         self.done(rt, stored, opts.dry_run)
     }
 
-    fn done(
+    pub(super) fn done(
         &self,
         rt: &ResourceType,
         stored: Option<Arc<Value>>,
@@ -565,92 +381,5 @@ impl Cluster {
             self.after_write(rt, &stored);
         }
         Ok(stored)
-    }
-
-    /// Deletes an object: at once, or — with finalizers, or Foreground/Orphan propagation —
-    /// by setting `deletionTimestamp` and leaving the rest to finalizers and the GC.
-    ///
-    /// # Errors
-    /// 404, 409 on a failed precondition.
-    pub fn delete(
-        &self,
-        rt: &ResourceType,
-        ns: &str,
-        name: &str,
-        opts: &DeleteOpts,
-    ) -> Result<Arc<Value>> {
-        let (stored, deleted) = self.store.mutate(&rt.key(), ns, name, opts.dry_run, |cur| {
-            let cur = cur.ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
-            let meta = &cur["metadata"];
-            if opts.uid.as_deref().is_some_and(|u| Some(u) != meta["uid"].as_str()) {
-                return Err(ApiError::conflict(&rt.group, &rt.plural, name, "Precondition failed: UID in precondition does not match the UID in record"));
-            }
-            if opts.resource_version.as_deref().is_some_and(|r| Some(r) != meta["resourceVersion"].as_str()) {
-                return Err(ApiError::conflict(&rt.group, &rt.plural, name, "Precondition failed: ResourceVersion in precondition does not match the ResourceVersion in record"));
-            }
-            let mut obj = (**cur).clone();
-            let extra = match opts.propagation.as_deref() {
-                Some("Foreground") => Some("foregroundDeletion"),
-                Some("Orphan") => Some("orphan"),
-                _ => None,
-            };
-            if let Some(f) = extra {
-                let list = obj["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
-                if !list.iter().any(|x| x == f) {
-                    let mut list = list;
-                    list.push(json!(f));
-                    obj["metadata"]["finalizers"] = Value::Array(list);
-                }
-            }
-            if rt.kind == "Namespace" {
-                obj["spec"]["finalizers"] = json!(["kubernetes"]);
-                obj["status"]["phase"] = json!("Terminating");
-            }
-            if !has_finalizers(&obj) {
-                return Ok((Change::Delete, true));
-            }
-            if meta.get("deletionTimestamp").is_none() {
-                obj["metadata"]["deletionTimestamp"] = Value::String(now());
-                obj["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-            } else if extra.is_none() {
-                return Ok((Change::Keep, false));
-            }
-            Ok((Change::Put(obj), false))
-        })?;
-        let stored = stored.ok_or_else(|| ApiError::internal("delete stored nothing"))?;
-        if deleted && !opts.dry_run {
-            self.after_delete(rt, &stored);
-        }
-        Ok(stored)
-    }
-
-    /// Hooks after a stored write: a CRD starts (or keeps) being served.
-    fn after_write(&self, rt: &ResourceType, obj: &Value) {
-        if rt.kind == "CustomResourceDefinition" && rt.group == "apiextensions.k8s.io" {
-            if obj["metadata"].get("deletionTimestamp").is_some() {
-                return;
-            }
-            if let Ok(new_rt) = crd::resource_type(obj) {
-                self.registry.upsert(new_rt);
-            }
-        }
-    }
-
-    /// Hooks after a deletion: a deleted CRD stops being served and its objects go.
-    fn after_delete(&self, rt: &ResourceType, obj: &Value) {
-        if rt.kind == "CustomResourceDefinition" && rt.group == "apiextensions.k8s.io" {
-            if let Ok(gone) = crd::resource_type(obj) {
-                let key = gone.key();
-                let (items, _) = self.store.list(&key, None);
-                for item in items {
-                    let ns = item["metadata"]["namespace"].as_str().unwrap_or_default();
-                    let name = item["metadata"]["name"].as_str().unwrap_or_default();
-                    let _ = self
-                        .store
-                        .mutate(&key, ns, name, false, |_| Ok((Change::Delete, ())));
-                }
-                self.registry.remove(&key);
-            }
-        }
     }
 }
