@@ -1,4 +1,6 @@
 //! Allocates until something stops it: the host's memory limit must.
+// The plugin is only exported (and so only used) when built for wasm32.
+#![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 use windlass_sdk::{Context, Info, Output, Plugin, Result};
 
 struct AllocBomb;

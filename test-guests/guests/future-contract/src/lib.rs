@@ -1,4 +1,6 @@
 //! Exports a contract version this host does not speak (windlass:plugin@9.0.0).
+// The plugin is only exported (and so only used) when built for wasm32.
+#![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 #![allow(unsafe_code, missing_docs)]
 
 wit_bindgen::generate!({
@@ -21,4 +23,5 @@ impl exports::windlass::plugin::reconciler::Guest for Future {
     }
 }
 
+#[cfg(target_arch = "wasm32")]
 export!(Future);

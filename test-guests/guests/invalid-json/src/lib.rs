@@ -1,4 +1,6 @@
 //! Returns a desired object that is not JSON, bypassing the SDK's serializer.
+// The plugin is only exported (and so only used) when built for wasm32.
+#![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 use windlass_sdk::{Info, Plugin};
 
 struct InvalidJson;

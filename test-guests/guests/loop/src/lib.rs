@@ -1,4 +1,6 @@
 //! Never returns: the host must interrupt it at its time limit.
+// The plugin is only exported (and so only used) when built for wasm32.
+#![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 use windlass_sdk::{Context, Info, Output, Plugin, Result};
 
 struct Loop;

@@ -1,4 +1,6 @@
 //! Looks at its environment and arguments and reports what it found. The sandbox has none.
+// The plugin is only exported (and so only used) when built for wasm32.
+#![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 use windlass_sdk::{Context, Error, Info, Output, Plugin, Result};
 
 struct ReadEnv;

@@ -1,4 +1,6 @@
 //! Tries to open a TCP connection to the address in its config and reports what happened.
+// The plugin is only exported (and so only used) when built for wasm32.
+#![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 use std::{io::Write, net::TcpStream};
 
 use windlass_sdk::{Context, Error, Info, Output, Plugin, Result};

@@ -1,5 +1,7 @@
 //! Counts its calls in a static, prints and logs, and panics when its config asks: shows what
 //! survives between calls in each instance mode, and that output reaches the host's log.
+// The plugin is only exported (and so only used) when built for wasm32.
+#![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use windlass_sdk::{Context, Info, Output, Plugin, Result, log};
