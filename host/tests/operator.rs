@@ -417,3 +417,35 @@ async fn every_parent_converges_through_api_faults() {
     }
     faults.clear();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_start_with_many_existing_parents_reconciles_them_all() {
+    // Parents exist before the operator starts, and fewer reconciles may run at once than
+    // there are parents: the watch caches must fill regardless of the controller's
+    // back-pressure (a restart of a busy operator).
+    let mut env = Env::start().await;
+    env.put_plugin_bytes("children", guests::bytes(guests::CHILDREN))
+        .await;
+    env.put_wasm_plugin(
+        "children",
+        ("example.com/v1", "Thing"),
+        "children",
+        json!({}),
+    )
+    .await;
+    for i in 0..20 {
+        env.create_thing(&format!("p{i}"), json!({"names": ["a"], "value": "v"}))
+            .await;
+    }
+    let mut config = operator_config("test", None);
+    config.settings.concurrency = 2;
+    env.run_operator_with(config).await;
+    for i in 0..20 {
+        let name = format!("p{i}");
+        eventually(&format!("{name} reconciled"), || async {
+            let t = serde_json::to_value(env.things().get(&name).await.ok()?).ok()?;
+            (condition(&t, "Reconciled")?["status"] == "True").then_some(())
+        })
+        .await;
+    }
+}

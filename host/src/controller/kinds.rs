@@ -103,6 +103,7 @@ async fn start(
     let client = shared.client.clone();
     let mut caches = Vec::new();
     let mut streams = Vec::new();
+    let mut feeders = Vec::new();
     for kind in observed {
         let (ar, _) = shared.discovery.resolve(kind).await?;
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
@@ -114,8 +115,26 @@ async fn start(
         )
         .default_backoff()
         .applied_objects();
+        // The cache is driven by a task of its own, not by the controller: the controller stops
+        // polling its triggers while `concurrency` reconciles run, and reconciles wait for the
+        // caches to be ready, so a cache fed only through the controller could stall a fresh
+        // start with many parents. The task forwards each change to the controller as a trigger.
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<DynamicObject>();
+        feeders.push(tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(event) = stream.next().await {
+                if let Ok(object) = event
+                    && tx.send(object).is_err()
+                {
+                    return;
+                }
+            }
+        }));
+        let triggers = futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|o| (Ok::<_, watcher::Error>(o), rx))
+        });
         caches.push((kind.clone(), ar.clone(), reader));
-        streams.push((ar, stream));
+        streams.push((ar, triggers));
     }
     let ctx = Arc::new(KindCtx {
         shared: shared.clone(),
@@ -152,7 +171,10 @@ async fn start(
             ar,
         );
     }
+    let feeders = AbortOnDrop(feeders);
     let task = tokio::spawn(async move {
+        // Stopping the controller (aborting this task) stops its caches too.
+        let _feeders = feeders;
         controller
             .run(parent::reconcile, parent::error_policy, ctx)
             .for_each(|result| async move {
@@ -163,6 +185,17 @@ async fn start(
             .await;
     });
     Ok(task)
+}
+
+/// Aborts the tasks it holds when dropped.
+struct AbortOnDrop(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
 }
 
 /// Yields `()` each time the watched value changes after now.
