@@ -99,17 +99,21 @@ fn main() -> Result<()> {
         .parent()
         .and_then(Path::parent)
         .context("the bench runs from target/<profile>/deps")?;
-    let path = |var: &str, default: PathBuf| {
-        std::env::var_os(var).map_or(default, PathBuf::from)
-    };
+    let path = |var: &str, default: PathBuf| std::env::var_os(var).map_or(default, PathBuf::from);
     let setup = Setup {
         parents,
-        windlass: path("WINDLASS_BENCH_WINDLASS", env!("CARGO_BIN_EXE_windlass").into()),
+        windlass: path(
+            "WINDLASS_BENCH_WINDLASS",
+            env!("CARGO_BIN_EXE_windlass").into(),
+        ),
         native: path(
             "WINDLASS_BENCH_NATIVE",
             profile_dir.join("examples").join("native_sampledb"),
         ),
-        plugin: path("WINDLASS_BENCH_PLUGIN", windlass_test_guests::STORAGE.into()),
+        plugin: path(
+            "WINDLASS_BENCH_PLUGIN",
+            windlass_test_guests::STORAGE.into(),
+        ),
         scratch: tempfile::tempdir()?,
     };
     tokio::runtime::Builder::new_multi_thread()
@@ -254,7 +258,14 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Option<Duration>, Optio
     };
     let started = Instant::now();
     set_image("mirror/sampledb").await?;
-    let swap = images(&client, "mirror/sampledb", setup.parents, started, &mut process).await?;
+    let swap = images(
+        &client,
+        "mirror/sampledb",
+        setup.parents,
+        started,
+        &mut process,
+    )
+    .await?;
 
     let started = Instant::now();
     process.kill();

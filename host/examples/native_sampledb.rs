@@ -46,6 +46,7 @@ use kube::{
     },
 };
 use serde_json::Value;
+use storage_plugin::Storage;
 use windlass::{
     controller::{
         apply::{self, FIELD_MANAGER, PARENT_UID_LABEL, ParentRef},
@@ -54,7 +55,6 @@ use windlass::{
     pipeline::{Desired, Outcome, kind_of},
     policy::Checked,
 };
-use storage_plugin::Storage;
 use windlass_sdk::testing::run_json;
 
 /// A native SampleDB controller running the storage plugin's logic.
