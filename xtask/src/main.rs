@@ -6,6 +6,8 @@
 //! - `dev`: builds the plugins and runs `windlass dev`: the operator on the embedded devcluster.
 //! - `render`: builds the plugins and renders `examples/sampledb.yaml` with the storage plugin.
 //! - `bench runtime`: native vs wasm (fresh, reused) vs HTTP webhook, printing ratios.
+//! - `bench host [--parents N]`: `windlass run` vs a native kube-runtime controller on N
+//!   SampleDBs (default 1,000): convergence time, peak RSS, hot swap vs restart.
 
 use std::{
     path::{Path, PathBuf},
@@ -26,9 +28,12 @@ fn main() -> Result<()> {
         ["render", rest @ ..] => render(rest),
         ["dev", rest @ ..] => dev(rest),
         ["bench", "runtime"] => cargo(&["bench", "-p", "windlass", "--bench", "runtime"]),
+        ["bench", "host"] => bench_host(None),
+        ["bench", "host", "--parents", n] => bench_host(Some(n)),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci | plugins | dev [ARGS…] | render [ARGS…] | bench runtime>"
+                "usage: cargo xtask <ci | plugins | dev [ARGS…] | render [ARGS…] | \
+                 bench runtime | bench host [--parents N]>"
             );
             bail!("unknown task {args:?}")
         }
@@ -118,6 +123,36 @@ fn dev(extra: &[&str]) -> Result<()> {
     let mut args = vec!["run", "--quiet", "-p", "windlass", "--", "dev"];
     args.extend(extra);
     cargo(&args)
+}
+
+/// Builds what the host benchmark spawns — the release `windlass` binary, the native
+/// controller example and the storage plugin — then runs it. `parents` overrides
+/// `WINDLASS_BENCH_PARENTS` (default 1,000).
+fn bench_host(parents: Option<&str>) -> Result<()> {
+    let plugins = plugins()?;
+    let storage = plugins
+        .iter()
+        .find(|p| p.ends_with("windlass_plugin_storage.wasm"))
+        .context("the storage plugin is not among the built plugins")?;
+    cargo(&[
+        "build",
+        "--release",
+        "-p",
+        "windlass",
+        "--bin",
+        "windlass",
+        "--example",
+        "native_sampledb",
+    ])?;
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.args(["bench", "-p", "windlass", "--bench", "host"])
+        .env("WINDLASS_BENCH_PLUGIN", storage);
+    if let Some(n) = parents {
+        n.parse::<usize>()
+            .with_context(|| format!("--parents {n:?}: not a number"))?;
+        cmd.env("WINDLASS_BENCH_PARENTS", n);
+    }
+    run(&mut cmd)
 }
 
 fn ci() -> Result<()> {

@@ -1,0 +1,519 @@
+//! The operator host at scale, side by side in one run: N SampleDBs (default 1,000) created at
+//! once against the devcluster, reconciled by
+//!
+//! - (a) `windlass run`, the release binary, with the storage plugin loaded from a ConfigMap
+//!   through a WasmPlugin, and
+//! - (b) `native_sampledb` (host/examples), the same storage logic compiled into a plain
+//!   kube-runtime controller with the same watches, concurrency (16), apply and status writes.
+//!
+//! Each variant gets a fresh in-process devcluster (simulator on) and runs as its own process,
+//! so that its peak RSS is its own: `VmHWM` from /proc/<pid>/status, read after convergence
+//! (for Windlass this includes compiling the plugin at start). *Converged* means every SampleDB
+//! has `status.observedGeneration == 1` and `Reconciled=True` — every parent reconciled once,
+//! its children applied and its status written; the clock runs from the first create, and a
+//! list of SampleDBs every 100 ms decides. *Ready* (reported, no goal) is every SampleDB in
+//! phase Ready: the simulator made the pod ready and the parent was reconciled again.
+//!
+//! Then, for Windlass only, with N converged parents: (i) hot swap — the WasmPlugin's
+//! `spec.config` changes to `{"image": "mirror/sampledb"}`: the same component (same digest)
+//! is built into a new pipeline, canaried, swapped in, and every parent is re-reconciled; the
+//! clock runs from the patch until every StatefulSet's image is `mirror/sampledb:<version>`.
+//! (ii) full restart — the process is killed, the config is set back to
+//! `{"image": "sampledb"}`, and a new process starts (compiling the plugin, no precompiled
+//! cache); the clock runs from the kill until every StatefulSet's image is `sampledb:<version>`.
+//!
+//! Run with `cargo xtask bench host`; `WINDLASS_BENCH_PARENTS` sets N. The xtask builds the
+//! binaries and the plugin and passes their paths in `WINDLASS_BENCH_WINDLASS`,
+//! `WINDLASS_BENCH_NATIVE` and `WINDLASS_BENCH_PLUGIN`.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result, bail};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::{
+    ByteString,
+    api::{
+        apps::v1::StatefulSet,
+        core::v1::{ConfigMap, Namespace},
+    },
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
+use kube::{
+    Api, Client,
+    api::{DynamicObject, ListParams, Patch, PatchParams, PostParams},
+    core::{ApiResource, GroupVersionKind},
+};
+use serde_json::json;
+use windlass::crd::WasmPlugin;
+use windlass_devcluster::{DevCluster, Options};
+
+/// Where the SampleDBs live.
+const NAMESPACE: &str = "bench";
+/// Where the plugin's ConfigMap lives.
+const SYSTEM: &str = "windlass-system";
+/// The WasmPlugin (and its ConfigMap).
+const PLUGIN: &str = "sampledb-storage";
+/// The SampleDB version, hence the image tag.
+const VERSION: &str = "16.4";
+/// Creates in flight at once.
+const IN_FLIGHT: usize = 32;
+/// Every wait gives up after this long.
+const TIMEOUT: Duration = Duration::from_secs(900);
+/// How long to wait for every parent to be Ready after convergence before reporting n/a.
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long the hot swap and the restart may take before they are reported as not done.
+const SWAP_TIMEOUT: Duration = Duration::from_secs(300);
+/// Between two polls of the cluster.
+const POLL: Duration = Duration::from_millis(100);
+
+/// What the benchmark runs.
+struct Setup {
+    parents: usize,
+    windlass: PathBuf,
+    native: PathBuf,
+    plugin: PathBuf,
+    scratch: tempfile::TempDir,
+}
+
+/// One variant's figures.
+struct Run {
+    converge: Duration,
+    ready: Option<Duration>,
+    peak_rss: u64,
+    rss: u64,
+}
+
+fn main() -> Result<()> {
+    windlass::source::install_crypto_provider();
+    let parents = match std::env::var("WINDLASS_BENCH_PARENTS") {
+        Ok(n) => n.parse().context("WINDLASS_BENCH_PARENTS: not a number")?,
+        Err(_) => 1_000,
+    };
+    let exe = std::env::current_exe()?;
+    // target/<profile>/deps/host-<hash> → target/<profile>/examples/native_sampledb
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .context("the bench runs from target/<profile>/deps")?;
+    let path = |var: &str, default: PathBuf| std::env::var_os(var).map_or(default, PathBuf::from);
+    let setup = Setup {
+        parents,
+        windlass: path(
+            "WINDLASS_BENCH_WINDLASS",
+            env!("CARGO_BIN_EXE_windlass").into(),
+        ),
+        native: path(
+            "WINDLASS_BENCH_NATIVE",
+            profile_dir.join("examples").join("native_sampledb"),
+        ),
+        plugin: path(
+            "WINDLASS_BENCH_PLUGIN",
+            windlass_test_guests::STORAGE.into(),
+        ),
+        scratch: tempfile::tempdir()?,
+    };
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(bench(&setup))
+}
+
+async fn bench(setup: &Setup) -> Result<()> {
+    let n = setup.parents;
+    eprintln!("(a) windlass run, {n} SampleDBs …");
+    let (wasm, swap, restart) = windlass_variant(setup).await?;
+    eprintln!("(b) native kube-runtime controller, {n} SampleDBs …");
+    let native = native_variant(setup).await?;
+
+    println!(
+        "host benchmark: {n} SampleDBs (replicas 1) created at once ({IN_FLIGHT} in flight), \
+         a fresh devcluster per variant"
+    );
+    println!(
+        "{:<38} {:>11} {:>9} {:>14} {:>14}",
+        "variant", "converge s", "ready s", "peak RSS MiB", "RSS end MiB"
+    );
+    for (name, r) in [
+        ("(a) windlass run, storage plugin (wasm)", &wasm),
+        ("(b) native kube-runtime controller", &native),
+    ] {
+        let ready = r
+            .ready
+            .map_or_else(|| "n/a".to_string(), |d| format!("{:.2}", d.as_secs_f64()));
+        println!(
+            "{name:<38} {:>11.2} {ready:>9} {:>14.1} {:>14.1}",
+            r.converge.as_secs_f64(),
+            mib(r.peak_rss),
+            mib(r.rss)
+        );
+    }
+    println!(
+        "ratio time a/b (converge)      {:>6.2}  (goal <= 1.1)",
+        wasm.converge.as_secs_f64() / native.converge.as_secs_f64()
+    );
+    println!(
+        "ratio memory a/b (peak RSS)    {:>6.2}  (goal <= 1.3)",
+        wasm.peak_rss as f64 / native.peak_rss as f64
+    );
+    let secs = |d: Option<Duration>| {
+        d.map_or_else(
+            || format!("not done in {} s", SWAP_TIMEOUT.as_secs()),
+            |d| format!("{:.2} s", d.as_secs_f64()),
+        )
+    };
+    println!(
+        "hot swap, all {n} parents: {}  (WasmPlugin spec.config image -> mirror/sampledb: \
+         same component digest, new pipeline, every parent re-reconciled)",
+        secs(swap)
+    );
+    println!(
+        "full restart, all {n} parents: {}  (kill, config back, new process: compile the \
+         plugin without cache, list, reconcile every parent)",
+        secs(restart)
+    );
+    match (swap, restart) {
+        (Some(swap), Some(restart)) => println!(
+            "ratio swap/restart             {:>6.2}  (goal <= 0.1)",
+            swap.as_secs_f64() / restart.as_secs_f64()
+        ),
+        _ => println!("ratio swap/restart             n/a  (goal <= 0.1)"),
+    }
+    Ok(())
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+/// (a): converge and memory, then hot swap against a full restart.
+async fn windlass_variant(setup: &Setup) -> Result<(Run, Option<Duration>, Option<Duration>)> {
+    let (cluster, client, kubeconfig) = fresh_cluster(setup, "windlass").await?;
+    let bytes = std::fs::read(&setup.plugin).with_context(|| {
+        format!(
+            "reading the storage plugin {} (cargo xtask plugins)",
+            setup.plugin.display()
+        )
+    })?;
+    let apply = PatchParams::apply("bench").force();
+    let mut cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": PLUGIN, "namespace": SYSTEM}}))?;
+    cm.binary_data = Some([("plugin.wasm".to_string(), ByteString(bytes))].into());
+    Api::<ConfigMap>::namespaced(client.clone(), SYSTEM)
+        .patch(PLUGIN, &apply, &Patch::Apply(&cm))
+        .await?;
+    let wasm_plugins: Api<WasmPlugin> = Api::all(client.clone());
+    wasm_plugins
+        .patch(
+            PLUGIN,
+            &apply,
+            &Patch::Apply(json!({
+                "apiVersion": "windlass.dev/v1alpha1", "kind": "WasmPlugin",
+                "metadata": {"name": PLUGIN},
+                "spec": {
+                    "parent": {"apiVersion": "samples.windlass.dev/v1alpha1", "kind": "SampleDB"},
+                    "source": {"configMap": {"namespace": SYSTEM, "name": PLUGIN}},
+                    "config": {"image": "sampledb"},
+                },
+            })),
+        )
+        .await?;
+    let windlass_args = |log: &str| -> Result<Command> {
+        let mut cmd = Command::new(&setup.windlass);
+        cmd.arg("--no-cache")
+            .arg("run")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["--leader-elect", "false", "--admin-addr", "127.0.0.1:0"]);
+        redirect(&mut cmd, &setup.scratch.path().join(log))?;
+        Ok(cmd)
+    };
+    let mut process = Operator::spawn(windlass_args("windlass-1.log")?, "windlass-1.log", setup)?;
+    wait_for("the WasmPlugin to be Ready", &mut process, || async {
+        let wp = serde_json::to_value(wasm_plugins.get(PLUGIN).await.ok()?).ok()?;
+        let ready = wp
+            .pointer("/status/conditions")?
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        ready.then_some(())
+    })
+    .await?;
+    let run = converge(setup, &client, &mut process).await?;
+
+    let set_image = |image: &'static str| {
+        let wasm_plugins = wasm_plugins.clone();
+        async move {
+            wasm_plugins
+                .patch(
+                    PLUGIN,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"config": {"image": image}}})),
+                )
+                .await
+        }
+    };
+    let started = Instant::now();
+    set_image("mirror/sampledb").await?;
+    let swap = images(
+        &client,
+        "mirror/sampledb",
+        setup.parents,
+        started,
+        &mut process,
+    )
+    .await?;
+
+    let started = Instant::now();
+    process.kill();
+    set_image("sampledb").await?;
+    let mut process = Operator::spawn(windlass_args("windlass-2.log")?, "windlass-2.log", setup)?;
+    let restart = images(&client, "sampledb", setup.parents, started, &mut process).await?;
+    process.kill();
+    cluster.shutdown().await;
+    Ok((run, swap, restart))
+}
+
+/// (b): converge and memory.
+async fn native_variant(setup: &Setup) -> Result<Run> {
+    let (cluster, client, kubeconfig) = fresh_cluster(setup, "native").await?;
+    let mut cmd = Command::new(&setup.native);
+    cmd.arg("--kubeconfig").arg(&kubeconfig);
+    redirect(&mut cmd, &setup.scratch.path().join("native.log"))?;
+    let mut process = Operator::spawn(cmd, "native.log", setup)?;
+    let run = converge(setup, &client, &mut process).await?;
+    process.kill();
+    cluster.shutdown().await;
+    Ok(run)
+}
+
+/// A devcluster with the CRDs and namespaces, and a kubeconfig for it.
+async fn fresh_cluster(setup: &Setup, name: &str) -> Result<(DevCluster, Client, PathBuf)> {
+    let cluster = DevCluster::start(Options::default()).await?;
+    let kubeconfig = setup.scratch.path().join(format!("{name}.kubeconfig"));
+    cluster.write_kubeconfig(&kubeconfig)?;
+    let client = cluster.client();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in windlass::crd::all() {
+        crds.create(&PostParams::default(), &crd).await?;
+    }
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for ns in [SYSTEM, NAMESPACE] {
+        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}}))?;
+        namespaces.create(&PostParams::default(), &ns).await?;
+    }
+    Ok((cluster, client, kubeconfig))
+}
+
+fn sampledbs(client: &Client) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("samples.windlass.dev", "v1alpha1", "SampleDB"),
+        "sampledbs",
+    );
+    Api::namespaced_with(client.clone(), NAMESPACE, &resource)
+}
+
+/// Creates the parents at once and times convergence (then readiness); reads the process's
+/// memory after.
+async fn converge(setup: &Setup, client: &Client, process: &mut Operator) -> Result<Run> {
+    let api = sampledbs(client);
+    let started = Instant::now();
+    futures::stream::iter(0..setup.parents)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let sdb: DynamicObject = serde_json::from_value(json!({
+                    "apiVersion": "samples.windlass.dev/v1alpha1", "kind": "SampleDB",
+                    "metadata": {"name": format!("db-{i:05}"), "namespace": NAMESPACE},
+                    "spec": {"version": VERSION, "replicas": 1, "storage": {"size": "1Gi"}},
+                }))?;
+                api.create(&PostParams::default(), &sdb).await?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .try_collect::<()>()
+        .await?;
+    let created = started.elapsed();
+    wait_for("every SampleDB reconciled", process, || async {
+        let list = api.list(&ListParams::default()).await.ok()?;
+        let done = list.items.iter().filter(|o| reconciled(o)).count();
+        (done == setup.parents).then_some(())
+    })
+    .await?;
+    let converge = started.elapsed();
+    eprintln!(
+        "  created in {:.2} s, converged in {:.2} s",
+        created.as_secs_f64(),
+        converge.as_secs_f64()
+    );
+    let ready_by = Instant::now() + READY_TIMEOUT;
+    let ready = loop {
+        let list = api.list(&ListParams::default()).await?;
+        let ready = list
+            .items
+            .iter()
+            .filter(|o| o.data.pointer("/status/phase") == Some(&json!("Ready")))
+            .count();
+        if ready == setup.parents {
+            break Some(started.elapsed());
+        }
+        if Instant::now() > ready_by {
+            eprintln!("  {ready}/{} Ready after {READY_TIMEOUT:?}", setup.parents);
+            break None;
+        }
+        tokio::time::sleep(POLL).await;
+    };
+    let (peak_rss, rss) = process.memory()?;
+    Ok(Run {
+        converge,
+        ready,
+        peak_rss,
+        rss,
+    })
+}
+
+/// observedGeneration 1 and `Reconciled=True`.
+fn reconciled(o: &DynamicObject) -> bool {
+    let status = &o.data["status"];
+    status["observedGeneration"] == 1
+        && status["conditions"].as_array().is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == "Reconciled" && c["status"] == "True")
+        })
+}
+
+/// The time from `started` until all `n` StatefulSets run `<repository>:<VERSION>`; None, after
+/// saying how far it got, when `SWAP_TIMEOUT` passes first.
+async fn images(
+    client: &Client,
+    repository: &str,
+    n: usize,
+    started: Instant,
+    process: &mut Operator,
+) -> Result<Option<Duration>> {
+    let mut on = 0;
+    while started.elapsed() < SWAP_TIMEOUT {
+        on = on_image(client, repository).await?;
+        if on == n {
+            return Ok(Some(started.elapsed()));
+        }
+        process.check_alive()?;
+        tokio::time::sleep(POLL).await;
+    }
+    eprintln!("  only {on}/{n} StatefulSets on {repository} after {SWAP_TIMEOUT:?}");
+    Ok(None)
+}
+
+/// How many StatefulSets run `<repository>:<VERSION>`.
+async fn on_image(client: &Client, repository: &str) -> Result<usize> {
+    let list = Api::<StatefulSet>::namespaced(client.clone(), NAMESPACE)
+        .list(&ListParams::default())
+        .await?;
+    let want = format!("{repository}:{VERSION}");
+    let on = list
+        .items
+        .iter()
+        .filter(|s| {
+            s.spec.as_ref().is_some_and(|spec| {
+                spec.template
+                    .spec
+                    .as_ref()
+                    .and_then(|p| p.containers.first())
+                    .is_some_and(|c| c.image.as_deref() == Some(want.as_str()))
+            })
+        })
+        .count();
+    Ok(on)
+}
+
+/// Polls `check` every 100 ms until it answers, failing after `TIMEOUT` or when the operator
+/// process exits (showing the end of its log).
+async fn wait_for<T, F: Future<Output = Option<T>>>(
+    what: &str,
+    process: &mut Operator,
+    mut check: impl FnMut() -> F,
+) -> Result<T> {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        if let Some(v) = check().await {
+            return Ok(v);
+        }
+        process.check_alive()?;
+        if Instant::now() > deadline {
+            bail!("timed out waiting for {what}\n{}", process.log_tail());
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+fn redirect(cmd: &mut Command, log: &Path) -> Result<()> {
+    let file = std::fs::File::create(log)?;
+    cmd.stdin(Stdio::null())
+        .stdout(file.try_clone()?)
+        .stderr(file);
+    Ok(())
+}
+
+/// An operator process, killed when dropped.
+struct Operator {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Operator {
+    fn spawn(mut cmd: Command, log: &str, setup: &Setup) -> Result<Operator> {
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("starting {cmd:?} (cargo xtask bench host builds it)"))?;
+        Ok(Operator {
+            child,
+            log: setup.scratch.path().join(log),
+        })
+    }
+
+    /// (VmHWM, VmRSS) in bytes.
+    fn memory(&self) -> Result<(u64, u64)> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
+        let field = |name: &str| -> Result<u64> {
+            let line = status
+                .lines()
+                .find(|l| l.starts_with(name))
+                .with_context(|| format!("{name} not in /proc/<pid>/status"))?;
+            let kib: u64 = line
+                .split_whitespace()
+                .nth(1)
+                .context("no value")?
+                .parse()?;
+            Ok(kib * 1024)
+        };
+        Ok((field("VmHWM:")?, field("VmRSS:")?))
+    }
+
+    fn check_alive(&mut self) -> Result<()> {
+        if let Some(status) = self.child.try_wait()? {
+            bail!("the operator exited: {status}\n{}", self.log_tail());
+        }
+        Ok(())
+    }
+
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

@@ -1,0 +1,285 @@
+//! The SampleDB storage logic compiled into a plain kube-runtime controller: the native
+//! baseline of the host benchmark (`cargo xtask bench host`).
+//!
+//! It does what `windlass run` does for a SampleDB with the storage plugin, minus the sandbox
+//! and the plugin machinery, so that the benchmark's ratios price exactly those:
+//!
+//! - one `Controller<DynamicObject>` over SampleDB with the host's default concurrency (16);
+//! - StatefulSets and Services labelled `windlass.dev/parent-uid` through reflectors that both
+//!   cache and trigger the parent (`watches_stream_with`), as `controller/kinds.rs` does;
+//! - the storage decision run natively (`run_json`, what the wasm export runs), on the parent
+//!   and its observed children as JSON;
+//! - every desired object server-side applied, decorated by the host's own
+//!   `controller::apply::decorate` (owner reference, labels, provenance annotation);
+//! - the status subresource merge-patched by the host's own `controller::status::after_success`
+//!   (fragment, observedGeneration, the `Reconciled` condition).
+//!
+//! # Differences from the host
+//! No policy check of the plugin's output, no pruning, no finalizer, no events, no metrics, no
+//! WasmPlugin watch, and no plugin-reported conditions (`run_json` returns the desired set and
+//! the status fragment only, so `StorageReady` is not written). Each of these costs the host
+//! something; the benchmark counts them as the host's overhead.
+//!
+//! `native_sampledb [--kubeconfig FILE] [--concurrency N]`; without `--kubeconfig`, $KUBECONFIG.
+
+use std::{
+    collections::HashMap,
+    path::PathBuf,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use anyhow::Context as _;
+use clap::Parser;
+use futures::StreamExt;
+use k8s_openapi::api::{apps::v1::StatefulSet, core::v1::Service};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{DynamicObject, Patch, PatchParams},
+    core::{GroupVersionKind, TypeMeta},
+    discovery::ApiResource,
+    runtime::{
+        Controller, WatchStreamExt,
+        controller::{Action, Config as ControllerConfig},
+        reflector::{self, ObjectRef, Store},
+        watcher,
+    },
+};
+use serde_json::Value;
+use storage_plugin::Storage;
+use windlass::{
+    controller::{
+        apply::{self, FIELD_MANAGER, PARENT_UID_LABEL, ParentRef},
+        status,
+    },
+    pipeline::{Desired, Outcome, kind_of},
+    policy::Checked,
+};
+use windlass_sdk::testing::run_json;
+
+/// A native SampleDB controller running the storage plugin's logic.
+#[derive(Debug, Parser)]
+struct Args {
+    /// A kubeconfig file; default: $KUBECONFIG.
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: PathBuf,
+    /// Parents reconciled at once (the host's default is 16).
+    #[arg(long, default_value_t = 16)]
+    concurrency: u16,
+}
+
+/// Why a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+enum Error {
+    /// The storage logic refused the parent.
+    #[error("storage: {0}")]
+    Plugin(String),
+    /// A desired object or the parent is not the JSON expected.
+    #[error("json: {0}")]
+    Json(#[from] serde_json::Error),
+    /// An API call failed.
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+/// What reconciles share.
+struct Ctx {
+    client: Client,
+    sampledb: ApiResource,
+    /// Watch caches of the children: (resource, store).
+    children: Vec<(ApiResource, Store<DynamicObject>)>,
+    /// Parent uid → reference, so that a child's uid label finds its parent.
+    parents: Mutex<HashMap<String, ObjectRef<DynamicObject>>>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    windlass::source::install_crypto_provider();
+    let kubeconfig = kube::config::Kubeconfig::read_from(&args.kubeconfig)
+        .with_context(|| format!("reading kubeconfig {}", args.kubeconfig.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+    let client = Client::try_from(config)?;
+    let sampledb = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("samples.windlass.dev", "v1alpha1", "SampleDB"),
+        "sampledbs",
+    );
+    let mut children = Vec::new();
+    let mut streams = Vec::new();
+    for ar in [
+        ApiResource::erase::<StatefulSet>(&()),
+        ApiResource::erase::<Service>(&()),
+    ] {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let writer = reflector::store::Writer::new(ar.clone());
+        children.push((ar.clone(), writer.as_reader()));
+        let stream = reflector::reflector(
+            writer,
+            watcher(api, watcher::Config::default().labels(PARENT_UID_LABEL)),
+        )
+        .default_backoff()
+        .applied_objects();
+        streams.push((ar, stream));
+    }
+    let ctx = Arc::new(Ctx {
+        client: client.clone(),
+        sampledb: sampledb.clone(),
+        children,
+        parents: Mutex::new(HashMap::new()),
+    });
+    let api: Api<DynamicObject> = Api::all_with(client, &sampledb);
+    let mut controller = Controller::new_with(api, watcher::Config::default(), sampledb)
+        .with_config(ControllerConfig::default().concurrency(args.concurrency));
+    for (ar, stream) in streams {
+        let ctx = ctx.clone();
+        controller = controller.watches_stream_with(
+            stream,
+            move |child: DynamicObject| {
+                let uid = child.labels().get(PARENT_UID_LABEL)?.clone();
+                ctx.parents
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(&uid)
+                    .cloned()
+            },
+            ar,
+        );
+    }
+    eprintln!("native_sampledb: running");
+    controller
+        .shutdown_on_signal()
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                eprintln!("reconcile: {e}");
+            }
+        })
+        .await;
+    Ok(())
+}
+
+async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let uid = obj.uid().unwrap_or_default();
+    ctx.parents
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(
+            uid.clone(),
+            ObjectRef::from_obj_with(obj.as_ref(), ctx.sampledb.clone()),
+        );
+    if obj.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let namespace = obj.namespace().unwrap_or_default();
+    let mut parent = (*obj).clone();
+    parent.types = Some(TypeMeta {
+        api_version: ctx.sampledb.api_version.clone(),
+        kind: ctx.sampledb.kind.clone(),
+    });
+    let parent = serde_json::to_value(&parent)?;
+    let observed = observe(&ctx, &uid, &namespace).await?;
+    let now = now();
+    let (desired, fragment) = run_json::<Storage>(
+        windlass_sdk::Phase::Reconcile,
+        &parent.to_string(),
+        &observed,
+        &[],
+        "{}",
+        &now,
+    )
+    .map_err(|e| Error::Plugin(e.to_string()))?;
+
+    let parent_ref = ParentRef {
+        api_version: ctx.sampledb.api_version.clone(),
+        kind: ctx.sampledb.kind.clone(),
+        name: obj.name_any(),
+        uid,
+    };
+    let mut outcome = Outcome::default();
+    for text in desired {
+        let mut object: Value = serde_json::from_str(&text)?;
+        // The host's policy fills in the parent's namespace; the storage plugin names none.
+        object["metadata"]["namespace"] = Value::String(namespace.clone());
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        outcome.desired.push(Desired {
+            object: Checked {
+                kind: kind_of(&object),
+                namespace: Some(namespace.clone()),
+                name,
+                object,
+            },
+            plugin: "sampledb-storage".into(),
+            digest: "native".into(),
+        });
+    }
+    if let Some(fragment) = fragment
+        && let Value::Object(map) = serde_json::from_str(&fragment)?
+    {
+        outcome.status = map;
+    }
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let writes = outcome.desired.iter().map(|desired| {
+        let object = apply::decorate(desired, &parent_ref);
+        let ar = ctx
+            .children
+            .iter()
+            .map(|(ar, _)| ar)
+            .find(|ar| format!("{}/{}", ar.api_version, ar.kind) == desired.object.kind)
+            .cloned()
+            .unwrap_or_else(|| ctx.children[0].0.clone());
+        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &namespace, &ar);
+        let params = params.clone();
+        async move {
+            api.patch(&desired.object.name, &params, &Patch::Apply(&object))
+                .await
+        }
+    });
+    futures::future::try_join_all(writes).await?;
+    let patch = status::after_success(&parent, &outcome, &now);
+    Api::<DynamicObject>::namespaced_with(ctx.client.clone(), &namespace, &ctx.sampledb)
+        .patch_status(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    Ok(Action::requeue(Duration::from_secs(600)))
+}
+
+/// The parent's children from the watch caches, as JSON texts.
+async fn observe(ctx: &Ctx, uid: &str, namespace: &str) -> Result<Vec<String>, Error> {
+    let mut out = Vec::new();
+    for (ar, store) in &ctx.children {
+        // As in the host: a reconcile on a half-filled cache could re-create what exists.
+        let _ = store.wait_until_ready().await;
+        for child in store.state() {
+            if child.labels().get(PARENT_UID_LABEL).map(String::as_str) == Some(uid)
+                && child.namespace().as_deref() == Some(namespace)
+            {
+                let mut child = (*child).clone();
+                child.types = Some(TypeMeta {
+                    api_version: ar.api_version.clone(),
+                    kind: ar.kind.clone(),
+                });
+                out.push(serde_json::to_string(&child)?);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The host's policy on failure: retry soon; the benchmark expects no failures.
+fn error_policy(obj: Arc<DynamicObject>, error: &Error, _ctx: Arc<Ctx>) -> Action {
+    eprintln!("reconcile {} failed: {error}", obj.name_any());
+    Action::requeue(Duration::from_millis(500))
+}
+
+fn now() -> String {
+    jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
