@@ -449,3 +449,69 @@ async fn a_fresh_start_with_many_existing_parents_reconciles_them_all() {
         .await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_operator_catches_up_on_parents_that_already_have_children() {
+    // The restart case of the host benchmark: every parent has children when the new process
+    // starts, so its watch caches must list them while reconciles (fewer slots than parents)
+    // wait for those caches.
+    let mut env = Env::start().await;
+    env.put_plugin_bytes("children", guests::bytes(guests::CHILDREN))
+        .await;
+    env.put_wasm_plugin(
+        "children",
+        ("example.com/v1", "Thing"),
+        "children",
+        json!({}),
+    )
+    .await;
+    let (stop_first, stopped_first) = watch::channel(false);
+    let (_, first) = operator::start(
+        env.client.clone(),
+        operator_config("first", None),
+        stopped_first,
+    )
+    .await
+    .unwrap();
+    for i in 0..20 {
+        env.create_thing(
+            &format!("r{i}"),
+            json!({"names": ["a", "b"], "value": "before"}),
+        )
+        .await;
+    }
+    for i in 0..20 {
+        let name = format!("r{i}");
+        eventually(&format!("{name}'s children"), || async {
+            (env.children_of(&name).await.len() == 2).then_some(())
+        })
+        .await;
+    }
+    stop_first.send(true).unwrap();
+    let _ = first.await;
+    for i in 0..20 {
+        env.things()
+            .patch(
+                &format!("r{i}"),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"value": "after"}})),
+            )
+            .await
+            .unwrap();
+    }
+    let mut config = operator_config("second", None);
+    config.settings.concurrency = 2;
+    env.run_operator_with(config).await;
+    for i in 0..20 {
+        let name = format!("r{i}");
+        eventually(
+            &format!("{name}'s children updated by the restarted operator"),
+            || async {
+                let children = env.children_of(&name).await;
+                (children.len() == 2 && children.iter().all(|c| data(c, "value") == "after"))
+                    .then_some(())
+            },
+        )
+        .await;
+    }
+}
