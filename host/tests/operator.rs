@@ -316,15 +316,7 @@ async fn deleting_a_parent_finalizes_first_then_its_children_go() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_takes_over_when_the_leader_stops() {
     let env = Env::start().await;
-    env.put_plugin_bytes("children", guests::bytes(guests::CHILDREN))
-        .await;
-    env.put_wasm_plugin(
-        "children",
-        ("example.com/v1", "Thing"),
-        "children",
-        json!({}),
-    )
-    .await;
+    env.install_children_plugin().await;
     let election = |id: &str| Election {
         namespace: "windlass-system".into(),
         name: "windlass-leader".into(),
@@ -424,15 +416,7 @@ async fn a_fresh_start_with_many_existing_parents_reconciles_them_all() {
     // there are parents: the watch caches must fill regardless of the controller's
     // back-pressure (a restart of a busy operator).
     let mut env = Env::start().await;
-    env.put_plugin_bytes("children", guests::bytes(guests::CHILDREN))
-        .await;
-    env.put_wasm_plugin(
-        "children",
-        ("example.com/v1", "Thing"),
-        "children",
-        json!({}),
-    )
-    .await;
+    env.install_children_plugin().await;
     for i in 0..20 {
         env.create_thing(&format!("p{i}"), json!({"names": ["a"], "value": "v"}))
             .await;
@@ -456,15 +440,7 @@ async fn a_restarted_operator_catches_up_on_parents_that_already_have_children()
     // starts, so its watch caches must list them while reconciles (fewer slots than parents)
     // wait for those caches.
     let mut env = Env::start().await;
-    env.put_plugin_bytes("children", guests::bytes(guests::CHILDREN))
-        .await;
-    env.put_wasm_plugin(
-        "children",
-        ("example.com/v1", "Thing"),
-        "children",
-        json!({}),
-    )
-    .await;
+    env.install_children_plugin().await;
     let (stop_first, stopped_first) = watch::channel(false);
     let (_, first) = operator::start(
         env.client.clone(),

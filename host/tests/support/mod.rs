@@ -224,7 +224,8 @@ impl Env {
         .await
     }
 
-    pub async fn with_children_plugin(&mut self) {
+    /// Stores the children plugin in a ConfigMap and points a WasmPlugin at it.
+    pub async fn install_children_plugin(&self) {
         self.put_plugin_bytes("children", guests::bytes(guests::CHILDREN))
             .await;
         self.put_wasm_plugin(
@@ -234,6 +235,10 @@ impl Env {
             json!({}),
         )
         .await;
+    }
+
+    pub async fn with_children_plugin(&mut self) {
+        self.install_children_plugin().await;
         self.run_operator().await;
     }
 }
