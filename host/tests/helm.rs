@@ -5,7 +5,7 @@
 //! built-in objects as sent, so those also round-trip through their k8s-openapi types, which
 //! names any field a real API server would drop.
 //!
-//! helm comes from `$HELM` or the cache `deploy/helm/get-helm.sh` installs into; `.ci/run`
+//! helm comes from `$HELM` or the cache `deploy/helm/get-helm.sh` installs into; `cargo xtask ci`
 //! runs that script. A missing helm fails these tests: a chart nobody rendered is not tested.
 
 use std::{
@@ -61,7 +61,7 @@ fn helm() -> PathBuf {
         let helm = PathBuf::from(helm);
         assert!(
             helm.is_file(),
-            "HELM={} does not exist: run deploy/helm/get-helm.sh (.ci/run does) and set HELM to \
+            "HELM={} does not exist: run deploy/helm/get-helm.sh (cargo xtask ci does) and set HELM to \
              the path it prints",
             helm.display()
         );
@@ -71,7 +71,7 @@ fn helm() -> PathBuf {
     assert!(
         helm.is_file(),
         "helm not found (HELM is unset and {} does not exist): run deploy/helm/get-helm.sh \
-         (.ci/run does) or set HELM to a helm binary",
+         (cargo xtask ci does) or set HELM to a helm binary",
         helm.display()
     );
     helm

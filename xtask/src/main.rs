@@ -1,7 +1,8 @@
 //! `cargo xtask <task>`: the project's build, test and benchmark entry points.
 //!
-//! - `ci`: what CI runs: installs the wasm target, then checks formatting and runs every test
-//!   (which builds the plugins and the misbehaving test guests to wasm32-wasip2).
+//! - `ci`: what CI runs: installs what the tests need (`.ci/tools`: the wasm target, rustfmt,
+//!   docker-registry, skopeo, helm), then checks formatting and runs every test (which builds
+//!   the plugins and the misbehaving test guests to wasm32-wasip2).
 //! - `plugins`: builds the plugins to `target/wasm/wasm32-wasip2/release/`.
 //! - `dev`: builds the plugins and runs `windlass dev`: the operator on the embedded devcluster.
 //! - `render`: builds the plugins and renders `examples/sampledb.yaml` with the storage plugin.
@@ -156,8 +157,8 @@ fn bench_host(parents: Option<&str>) -> Result<()> {
 }
 
 fn ci() -> Result<()> {
-    ensure_wasm_target()?;
-    run(Command::new("rustup").args(["component", "add", "rustfmt"]))?;
+    // The wasm target, rustfmt, the test registry, skopeo and helm, each only when missing.
+    run(Command::new("bash").arg(root().join(".ci").join("tools")))?;
     cargo(&["fmt", "--all", "--check"])?;
     cargo(&[
         "test",
