@@ -230,6 +230,15 @@ pub fn builtins() -> Vec<ResourceType> {
             false,
         ),
         builtin(
+            "policy",
+            "v1",
+            "PodDisruptionBudget",
+            "poddisruptionbudgets",
+            true,
+            &["pdb"],
+            true,
+        ),
+        builtin(
             "rbac.authorization.k8s.io",
             "v1",
             "RoleBinding",

@@ -105,6 +105,56 @@ async fn a_statefulset_gets_ordered_pods_bound_claims_and_ready_replicas_and_its
 }
 
 #[tokio::test]
+async fn with_retention_policy_delete_the_claims_carry_the_template_labels_and_go_with_the_statefulset()
+ {
+    let dc = start(Options::default()).await;
+    let sets: Api<StatefulSet> = Api::default_namespaced(dc.client());
+    let pvcs: Api<PersistentVolumeClaim> = Api::default_namespaced(dc.client());
+    let mut set = sts("pg:15", 2);
+    let spec = set.spec.as_mut().expect("spec");
+    spec.persistent_volume_claim_retention_policy = Some(typed(
+        json!({"whenDeleted": "Delete", "whenScaled": "Retain"}),
+    ));
+    spec.volume_claim_templates.as_mut().expect("claims")[0]
+        .metadata
+        .labels = Some([("backup".to_string(), "nightly".to_string())].into());
+    sets.create(&PostParams::default(), &set)
+        .await
+        .expect("create");
+    eventually("2 claims", || async {
+        pvcs.list(&ListParams::default())
+            .await
+            .expect("claims")
+            .items
+            .len()
+            == 2
+    })
+    .await;
+    let pvc = pvcs.get("data-db-0").await.expect("claim");
+    let labels = pvc.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels.get("backup").map(String::as_str), Some("nightly"));
+    assert_eq!(labels.get("app").map(String::as_str), Some("db"));
+    let owner = &pvc.metadata.owner_references.expect("owned")[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.controller),
+        ("StatefulSet", Some(false))
+    );
+
+    sets.delete("db", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("claims collected with the StatefulSet", || async {
+        pvcs.list(&ListParams::default())
+            .await
+            .expect("claims")
+            .items
+            .is_empty()
+    })
+    .await;
+    dc.shutdown().await;
+}
+
+#[tokio::test]
 async fn a_template_change_rolls_every_pod_to_the_new_revision() {
     let dc = start(Options::default()).await;
     let sets: Api<StatefulSet> = Api::default_namespaced(dc.client());

@@ -222,7 +222,7 @@ async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Err
     }
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let writes = outcome.desired.iter().map(|desired| {
-        let object = apply::decorate(desired, &parent_ref);
+        let object = apply::decorate(desired, &parent_ref, apply::Ownership::Controller);
         let ar = ctx
             .children
             .iter()

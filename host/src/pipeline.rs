@@ -182,6 +182,23 @@ impl Pipeline {
         now: &str,
         observe: &(dyn Fn(&Plugin, &CallStats, &str) + Sync),
     ) -> Result<Outcome, Error> {
+        self.run_after(phase, parent, observed, &[], now, observe)
+    }
+
+    /// [`Pipeline::run_observed`] continuing from `earlier`: the desired set plugins before
+    /// this pipeline produced (conformance cases give a plugin its predecessors' output).
+    ///
+    /// # Errors
+    /// As [`Pipeline::run`].
+    pub fn run_after(
+        &self,
+        phase: Phase,
+        parent: &Value,
+        observed: &[Value],
+        earlier: &[Value],
+        now: &str,
+        observe: &(dyn Fn(&Plugin, &CallStats, &str) + Sync),
+    ) -> Result<Outcome, Error> {
         let namespace = parent
             .pointer("/metadata/namespace")
             .and_then(Value::as_str)
@@ -203,7 +220,7 @@ impl Pipeline {
             finalized: true,
             ..Outcome::default()
         };
-        let mut desired_text: Vec<String> = Vec::new();
+        let mut desired_text: Vec<String> = earlier.iter().map(Value::to_string).collect();
         // identity -> (plugin, digest) of whoever last produced or changed the object.
         let mut producers: HashMap<(String, Option<String>, String), (String, String)> =
             HashMap::new();
@@ -231,7 +248,7 @@ impl Pipeline {
             let (called, stats) = span.in_scope(|| plugin.call_measured(&req));
             let step = called
                 .map_err(Error::from)
-                .and_then(|resp| self.check(stage, namespace.as_deref(), resp));
+                .and_then(|resp| self.check(stage, namespace.as_deref(), &req.desired, resp));
             observe(
                 plugin,
                 &stats,
@@ -304,10 +321,16 @@ impl Pipeline {
         &self,
         stage: &Stage,
         namespace: Option<&str>,
+        inherited: &[String],
         resp: runtime::Response,
     ) -> Result<(Vec<Checked>, runtime::Response, Option<Map<String, Value>>), Error> {
         let plugin = stage.plugin.name();
+        let inherited: Vec<Value> = inherited
+            .iter()
+            .filter_map(|text| serde_json::from_str(text).ok())
+            .collect();
         let who = Subject {
+            inherited: &inherited,
             plugin,
             declared: &stage.plugin.info().child_kinds,
             grants: &stage.grants,

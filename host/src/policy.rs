@@ -108,6 +108,10 @@ pub struct Subject<'a> {
     pub grants: &'a Grants,
     /// The parent's namespace; none for a cluster-scoped parent.
     pub namespace: Option<&'a str>,
+    /// The objects earlier plugins produced (as this plugin received them). One passed on
+    /// unchanged was checked against its producer's kinds and grants, not this plugin's: a
+    /// backup plugin may hand on the storage plugin's Services without declaring Services.
+    pub inherited: &'a [Value],
 }
 
 /// A desired object that passed the checks.
@@ -220,14 +224,16 @@ impl Policy {
             .and_then(|m| m.get("namespace"))
             .and_then(Value::as_str);
 
-        let declared = who.declared.iter().any(|k| *k == kind);
+        let inherited = who.inherited.contains(&object);
+        let declared = inherited || who.declared.iter().any(|k| *k == kind);
         if !declared {
             return Err((
                 what,
                 format!("kind {kind} is not among the child kinds the plugin declared in info"),
             ));
         }
-        let named_grant = matches!(who.grants, Grants::Kinds(kinds) if kinds.contains(&kind));
+        let named_grant =
+            inherited || matches!(who.grants, Grants::Kinds(kinds) if kinds.contains(&kind));
         let cluster_scoped = self.is_cluster_scoped(&kind);
         if PRIVILEGED.contains(&kind.as_str()) && !named_grant {
             return Err((
@@ -242,6 +248,7 @@ impl Policy {
             ));
         }
         if let Grants::Kinds(kinds) = who.grants
+            && !inherited
             && !kinds.contains(&kind)
         {
             return Err((what, format!("kind {kind} is not granted to this plugin")));
@@ -431,6 +438,7 @@ mod tests {
             declared: &declared,
             grants,
             namespace: Some("db"),
+            inherited: &[],
         };
         let texts: Vec<String> = objects.iter().map(Value::to_string).collect();
         Policy::default().check_desired(who, &texts)
@@ -532,6 +540,7 @@ mod tests {
             declared: &declared,
             grants: &Grants::Declared,
             namespace: Some("db"),
+            inherited: &[],
         };
         let err = Policy::default()
             .check_desired(who, &["{not json".to_string()])
@@ -586,5 +595,30 @@ mod tests {
         );
         let err = p.check_reason("p", "event", None, "not ok!").unwrap_err();
         assert_eq!(err.object, "event");
+    }
+
+    #[test]
+    fn objects_passed_on_unchanged_need_no_declaration_but_edited_ones_do() {
+        let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "db"}});
+        let inherited = [service.clone()];
+        let declared = vec!["batch/v1/CronJob".to_string()];
+        let who = Subject {
+            plugin: "backup",
+            declared: &declared,
+            grants: &Grants::Declared,
+            namespace: Some("db"),
+            inherited: &inherited,
+        };
+        assert!(
+            Policy::default()
+                .check_desired(who, &[service.to_string()])
+                .is_ok()
+        );
+        let mut edited = service;
+        edited["spec"] = json!({"type": "NodePort"});
+        let err = Policy::default()
+            .check_desired(who, &[edited.to_string()])
+            .unwrap_err();
+        assert!(err.why.contains("not among the child kinds"), "{err}");
     }
 }

@@ -23,17 +23,7 @@ pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
         return;
     }
     let uid = job["metadata"]["uid"].clone();
-    let pods: Vec<Arc<Value>> = sim
-        .list("/pods", ns)
-        .into_iter()
-        .filter(|p| {
-            p["metadata"]["ownerReferences"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|r| r["uid"] == uid)
-        })
-        .collect();
+    let pods: Vec<Arc<Value>> = super::owned_pods(sim, ns, &uid);
     let now = crate::api::now();
     let Some(pod) = pods.first() else {
         let template = &job["spec"]["template"];

@@ -1,8 +1,9 @@
 //! The workload simulator (kwok-style): what the controllers and kubelets of a real cluster
 //! would do, enough for an operator to see its children come up.
 //!
-//! - StatefulSet → Pods `<name>-0..n-1` and PVCs from volumeClaimTemplates (PVCs are not
-//!   owned, so they survive the StatefulSet, like the real default retention), readiness after
+//! - StatefulSet → Pods `<name>-0..n-1` and PVCs from volumeClaimTemplates (owned by the
+//!   StatefulSet only with `persistentVolumeClaimRetentionPolicy.whenDeleted: Delete`; otherwise
+//!   they survive it, like the real default retention), readiness after
 //!   `ready_delay`, `readyReplicas`/`currentRevision`/`updateRevision`, rolling template changes
 //!   one Pod at a time from the highest ordinal.
 //! - Job → one Pod that succeeds after the delay (fails with [`crate::FAIL_ANNOTATION`]), Job
@@ -89,6 +90,20 @@ pub(crate) fn controller_of(obj: &Value) -> Option<(String, String)> {
                 r["name"].as_str().unwrap_or_default().to_string(),
             )
         })
+}
+
+/// The Pods in `ns` with an owner reference to `uid`.
+pub(crate) fn owned_pods(sim: &Sim, ns: &str, uid: &Value) -> Vec<Arc<Value>> {
+    sim.list("/pods", ns)
+        .into_iter()
+        .filter(|p| {
+            p["metadata"]["ownerReferences"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|r| r["uid"] == *uid)
+        })
+        .collect()
 }
 
 /// An ownerReference to `owner` as its controller.

@@ -65,6 +65,14 @@ fn pod_for(sts: &Value, name: &str, ordinal: i64, rev: &str) -> Value {
         "spec": pod_spec})
 }
 
+/// The owner reference a StatefulSet puts on its claims when they go with it (not a controller
+/// reference: the claim has no controller).
+fn claim_owner(sts: &Value) -> Value {
+    let mut r = owner_ref(sts);
+    r["controller"] = json!(false);
+    r
+}
+
 /// Brings a StatefulSet's Pods, claims and status towards its spec.
 pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
     let Some(sts) = sim.get("apps/statefulsets", ns, name) else {
@@ -77,17 +85,7 @@ pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
     let replicas = spec["replicas"].as_i64().unwrap_or(1);
     let update_rev = revision(name, &spec["template"]);
     let uid = sts["metadata"]["uid"].clone();
-    let pods: Vec<Arc<Value>> = sim
-        .list("/pods", ns)
-        .into_iter()
-        .filter(|p| {
-            p["metadata"]["ownerReferences"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|r| r["uid"] == uid)
-        })
-        .collect();
+    let pods: Vec<Arc<Value>> = super::owned_pods(sim, ns, &uid);
     let ordinal = |p: &Value| {
         p["metadata"]["name"]
             .as_str()
@@ -95,6 +93,9 @@ pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
             .and_then(|o| o.parse::<i64>().ok())
     };
     // Claims first, as the real controller does, so that a Pod never waits for its volume.
+    // With `persistentVolumeClaimRetentionPolicy.whenDeleted: Delete` the StatefulSet owns its
+    // claims (so GC deletes them with it), as the real controller arranges.
+    let delete_with_set = spec["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Delete";
     for i in 0..replicas {
         for claim in spec["volumeClaimTemplates"]
             .as_array()
@@ -105,18 +106,46 @@ pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
                 "{}-{name}-{i}",
                 claim["metadata"]["name"].as_str().unwrap_or("data")
             );
-            if sim
-                .get("/persistentvolumeclaims", ns, &claim_name)
-                .is_none()
-            {
-                let mut labels = spec["selector"]["matchLabels"].clone();
-                if !labels.is_object() {
-                    labels = json!({});
+            match sim.get("/persistentvolumeclaims", ns, &claim_name) {
+                None => {
+                    let mut labels = claim["metadata"]["labels"]
+                        .as_object()
+                        .cloned()
+                        .unwrap_or_default();
+                    if let Some(selector) = spec["selector"]["matchLabels"].as_object() {
+                        labels.extend(selector.clone());
+                    }
+                    let owners = if delete_with_set {
+                        json!([claim_owner(&sts)])
+                    } else {
+                        json!([])
+                    };
+                    let pvc = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                        "metadata": {"name": claim_name, "namespace": ns, "labels": labels, "ownerReferences": owners},
+                        "spec": claim["spec"]});
+                    sim.create("/persistentvolumeclaims", pvc);
                 }
-                let pvc = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                    "metadata": {"name": claim_name, "namespace": ns, "labels": labels},
-                    "spec": claim["spec"]});
-                sim.create("/persistentvolumeclaims", pvc);
+                Some(pvc) => {
+                    let refs = pvc["metadata"]["ownerReferences"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default();
+                    let owned = refs.iter().any(|r| r["uid"] == uid);
+                    if owned != delete_with_set {
+                        let mut refs: Vec<Value> =
+                            refs.into_iter().filter(|r| r["uid"] != uid).collect();
+                        if delete_with_set {
+                            refs.push(claim_owner(&sts));
+                        }
+                        sim.patch(
+                            "/persistentvolumeclaims",
+                            ns,
+                            &claim_name,
+                            "",
+                            &json!({"metadata": {"ownerReferences": refs}}),
+                        );
+                    }
+                }
             }
         }
     }

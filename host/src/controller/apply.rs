@@ -26,6 +26,49 @@ pub const PROTECTED_KINDS: &[&str] = &[
     "snapshot.storage.k8s.io/v1/VolumeSnapshot",
 ];
 
+/// Kinds applied without an owner reference: a snapshot taken when the parent is deleted is
+/// what is left of its data, so it must outlive the parent (owner-reference GC would take it).
+pub const OUTLIVING_KINDS: &[&str] = &["snapshot.storage.k8s.io/v1/VolumeSnapshot"];
+
+/// Whether the host owns an object it applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ownership {
+    /// The parent is the object's controller: GC takes it with the parent, prune may delete it.
+    Controller,
+    /// No owner reference: the object outlives the parent ([`OUTLIVING_KINDS`]), or another
+    /// controller owns it (a plugin labelling a StatefulSet's Pod) and the host applies only
+    /// the fields the plugin set. Never pruned.
+    Unowned,
+}
+
+/// How to apply `desired`: unowned for [`OUTLIVING_KINDS`] and for objects the host observed
+/// under another controller (a second controller reference is invalid, and taking over would
+/// fight that controller).
+pub fn ownership(desired: &Desired, observed: &[Value], parent_uid: &str) -> Ownership {
+    if OUTLIVING_KINDS.contains(&desired.object.kind.as_str()) {
+        return Ownership::Unowned;
+    }
+    let id = (
+        desired.object.kind.clone(),
+        desired.object.namespace.clone().unwrap_or_default(),
+        desired.object.name.clone(),
+    );
+    let foreign = observed.iter().any(|o| {
+        identity(o) == id
+            && o.pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .is_some_and(|refs| {
+                    refs.iter()
+                        .any(|r| r["controller"].as_bool() == Some(true) && r["uid"] != parent_uid)
+                })
+    });
+    if foreign {
+        Ownership::Unowned
+    } else {
+        Ownership::Controller
+    }
+}
+
 /// The parent, as children refer to it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParentRef {
@@ -42,7 +85,7 @@ pub struct ParentRef {
 /// Adds the controller owner reference, the labels and the provenance annotation, and carries
 /// the parent-uid label into pod and claim templates, so that Pods, Jobs and PVCs the cluster
 /// makes from this object are observed for the parent too.
-pub fn decorate(desired: &Desired, parent: &ParentRef) -> Value {
+pub fn decorate(desired: &Desired, parent: &ParentRef, ownership: Ownership) -> Value {
     let mut object = desired.object.object.clone();
     let meta = ensure_object(&mut object, "metadata");
     let labels = child_map(meta, "labels");
@@ -53,17 +96,19 @@ pub fn decorate(desired: &Desired, parent: &ParentRef) -> Value {
         PRODUCED_BY_ANNOTATION.into(),
         json!(format!("{}@{}", desired.plugin, desired.digest)),
     );
-    meta.insert(
-        "ownerReferences".into(),
-        json!([{
-            "apiVersion": parent.api_version,
-            "kind": parent.kind,
-            "name": parent.name,
-            "uid": parent.uid,
-            "controller": true,
-            "blockOwnerDeletion": true,
-        }]),
-    );
+    if ownership == Ownership::Controller {
+        meta.insert(
+            "ownerReferences".into(),
+            json!([{
+                "apiVersion": parent.api_version,
+                "kind": parent.kind,
+                "name": parent.name,
+                "uid": parent.uid,
+                "controller": true,
+                "blockOwnerDeletion": true,
+            }]),
+        );
+    }
     // managedFields must not be sent with an apply.
     meta.remove("managedFields");
     meta.remove("resourceVersion");
@@ -233,7 +278,11 @@ mod tests {
             "metadata": {"name": "orders", "namespace": "shop", "labels": {"app": "db"}},
             "spec": {"template": {"metadata": {"labels": {"app": "db"}}}, "volumeClaimTemplates": [{"metadata": {"name": "data"}}]},
         });
-        let out = decorate(&desired("apps/v1/StatefulSet", "orders", sts), &parent());
+        let out = decorate(
+            &desired("apps/v1/StatefulSet", "orders", sts),
+            &parent(),
+            Ownership::Controller,
+        );
         assert_eq!(out["metadata"]["labels"]["app"], "db");
         assert_eq!(out["metadata"]["labels"][PARENT_UID_LABEL], "u-1");
         assert_eq!(out["metadata"]["labels"][MANAGED_BY_LABEL], "windlass");
@@ -258,7 +307,11 @@ mod tests {
     fn a_cronjob_template_gets_the_label_too_and_plain_objects_get_no_template() {
         let cron = json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "b"},
                           "spec": {"jobTemplate": {"spec": {"template": {"spec": {}}}}}});
-        let out = decorate(&desired("batch/v1/CronJob", "b", cron), &parent());
+        let out = decorate(
+            &desired("batch/v1/CronJob", "b", cron),
+            &parent(),
+            Ownership::Controller,
+        );
         assert_eq!(
             out["spec"]["jobTemplate"]["metadata"]["labels"][PARENT_UID_LABEL],
             "u-1"
@@ -269,8 +322,39 @@ mod tests {
         );
         let cm =
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {}});
-        let out = decorate(&desired("v1/ConfigMap", "c", cm), &parent());
+        let out = decorate(
+            &desired("v1/ConfigMap", "c", cm),
+            &parent(),
+            Ownership::Controller,
+        );
         assert!(out.get("spec").is_none());
+    }
+
+    #[test]
+    fn snapshots_and_objects_under_another_controller_are_applied_without_an_owner() {
+        let snap = desired(
+            "snapshot.storage.k8s.io/v1/VolumeSnapshot",
+            "data-final",
+            json!({"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot", "metadata": {"name": "data-final"}}),
+        );
+        assert_eq!(ownership(&snap, &[], "u-1"), Ownership::Unowned);
+        let out = decorate(&snap, &parent(), Ownership::Unowned);
+        assert!(out["metadata"].get("ownerReferences").is_none());
+        assert_eq!(out["metadata"]["labels"][PARENT_UID_LABEL], "u-1");
+
+        let pod = desired(
+            "v1/Pod",
+            "orders-0",
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "orders-0"}}),
+        );
+        let of_statefulset = child("Pod", "v1", "orders-0", Some("sts-uid"));
+        assert_eq!(
+            ownership(&pod, &[of_statefulset], "u-1"),
+            Ownership::Unowned
+        );
+        let ours = child("Pod", "v1", "orders-0", Some("u-1"));
+        assert_eq!(ownership(&pod, &[ours], "u-1"), Ownership::Controller);
+        assert_eq!(ownership(&pod, &[], "u-1"), Ownership::Controller);
     }
 
     #[test]

@@ -134,7 +134,7 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
         name: obj.name_any(),
         uid: uid.clone(),
     };
-    if let Err(e) = apply_all(ctx, &outcome, &parent_ref).await {
+    if let Err(e) = apply_all(ctx, &outcome, &parent_ref, &observed).await {
         report_failure(obj, &parent, ctx, &e).await;
         return Err(e);
     }
@@ -220,14 +220,21 @@ async fn run_pipeline(
     .map_err(Error::from)
 }
 
-/// Server-side applies every desired object, decorated with owner, labels and provenance.
-async fn apply_all(ctx: &KindCtx, outcome: &Outcome, parent: &ParentRef) -> Result<(), Error> {
+/// Server-side applies every desired object, decorated with owner (see [`apply::ownership`]),
+/// labels and provenance.
+async fn apply_all(
+    ctx: &KindCtx,
+    outcome: &Outcome,
+    parent: &ParentRef,
+    observed: &[Value],
+) -> Result<(), Error> {
     let client = &ctx.shared.client;
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let writes = outcome.desired.iter().map(|desired| {
         let params = params.clone();
         async move {
-            let object = apply::decorate(desired, parent);
+            let ownership = apply::ownership(desired, observed, &parent.uid);
+            let object = apply::decorate(desired, parent, ownership);
             let describe = crate::policy::describe(&desired.object);
             let (ar, namespaced) = ctx.shared.discovery.resolve(&desired.object.kind).await?;
             let api: Api<DynamicObject> = match (&desired.object.namespace, namespaced) {
