@@ -16,6 +16,12 @@ const COMPONENTS: &[(&str, &str, &str)] = &[
         "windlass-plugin-storage",
         "windlass_plugin_storage",
     ),
+    ("BACKUP", "windlass-plugin-backup", "windlass_plugin_backup"),
+    (
+        "UPGRADE",
+        "windlass-plugin-upgrade",
+        "windlass_plugin_upgrade",
+    ),
     ("LOOP", "guest-loop", "guest_loop"),
     ("ALLOC_BOMB", "guest-alloc-bomb", "guest_alloc_bomb"),
     ("PANIC", "guest-panic", "guest_panic"),
@@ -76,6 +82,14 @@ fn main() {
             "profile.release.debug=false",
             "--config",
             "profile.release.strip=true",
+            // Small components (a ConfigMap holds 1 MiB): the same flags as in
+            // xtask/src/main.rs, or the two builds would keep rebuilding each other's artifacts.
+            "--config",
+            "profile.release.lto=true",
+            "--config",
+            "profile.release.codegen-units=1",
+            "--config",
+            "profile.release.opt-level='s'",
             "--target-dir",
         ])
         .arg(&target_dir);
@@ -125,6 +139,20 @@ fn main() {
         writeln!(
             consts,
             "/// The `{package}` component.\npub const {name}: &str = {:?};",
+            path.display().to_string()
+        )
+        .expect("writing to a String");
+    }
+    // Plugins in other languages are built by their own toolchains (`cargo xtask plugins`, which
+    // installs them), not by cargo: only their paths are known here.
+    for (name, file) in [
+        ("PRIMARY", "sampledb-primary.wasm"),
+        ("CONVENTIONS", "sampledb-conventions.wasm"),
+    ] {
+        let path = target_dir.join("plugins").join(file);
+        writeln!(
+            consts,
+            "/// Where `cargo xtask plugins` writes `{file}` (not built by cargo).\npub const {name}: &str = {:?};",
             path.display().to_string()
         )
         .expect("writing to a String");

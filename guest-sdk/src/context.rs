@@ -156,6 +156,13 @@ impl Context {
         self.observed.iter().filter(move |o| has_kind(o, kind))
     }
 
+    /// The observed object of `kind` (`group/version/Kind`) with this name.
+    pub fn observed_object(&self, kind: &str, name: &str) -> Option<&Value> {
+        self.observed.iter().find(|o| {
+            has_kind(o, kind) && o.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
+        })
+    }
+
     /// Observed objects of a k8s-openapi type. Objects that do not deserialize are skipped and
     /// logged.
     #[cfg(feature = "k8s")]

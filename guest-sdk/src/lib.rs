@@ -49,6 +49,7 @@
 #![deny(missing_docs)]
 
 mod context;
+pub mod jobs;
 mod output;
 pub mod testing;
 

@@ -1,7 +1,12 @@
 //! Data-driven conformance cases, run through the real wasm runtime and the output policy:
-//! `cases/<plugin>/<case>/{parent.yaml, observed.yaml?, config.yaml?}` and either
-//! `expected.yaml` (desired, status, conditions, events) or `error.txt` (the exact error).
-//! Rust plugins also run natively through the SDK, and both runs must agree.
+//! `cases/<plugin>/<case>/` holds `parent.yaml` and optionally `observed.yaml`, `config.yaml`,
+//! `desired.yaml` (what earlier plugins of the pipeline produced) and `phase.txt` (`finalize`),
+//! and either `expected.yaml` (desired, status, conditions, events, and `finalized` in the
+//! finalize phase) or `error.txt` (the exact error). Every plugin runs them, whatever its language; Rust plugins also run natively
+//! through the SDK, and both runs must agree.
+//!
+//! A generated secret cannot be predicted: in `expected.yaml` the string `<random:N>` matches
+//! any string of exactly N characters (and nothing else).
 //!
 //! `WINDLASS_BLESS=1` rewrites `expected.yaml` from the wasm run (review the diff!).
 
@@ -21,14 +26,28 @@ use windlass::{
 struct Subject {
     dir: &'static str,
     component: &'static str,
-    native: Option<fn(&Value, &[Value], &Value) -> Result<(Vec<Value>, Value), String>>,
+    native: Option<Native>,
 }
 
-fn native<P: windlass_sdk::Plugin>(
-    parent: &Value,
-    observed: &[Value],
-    config: &Value,
-) -> Result<(Vec<Value>, Value), String> {
+/// What a case gives the plugin.
+struct Input {
+    phase: Phase,
+    parent: Value,
+    observed: Vec<Value>,
+    desired: Vec<Value>,
+    config: Value,
+}
+
+type Native = fn(&Input) -> Result<(Vec<Value>, Value), String>;
+
+fn native<P: windlass_sdk::Plugin>(input: &Input) -> Result<(Vec<Value>, Value), String> {
+    let Input {
+        parent,
+        observed,
+        desired,
+        config,
+        ..
+    } = input;
     // The host only shows a plugin the kinds it declared.
     let info = P::info();
     let observed: Vec<String> = observed
@@ -39,11 +58,16 @@ fn native<P: windlass_sdk::Plugin>(
         })
         .map(Value::to_string)
         .collect();
+    let earlier: Vec<String> = desired.iter().map(Value::to_string).collect();
+    let phase = match input.phase {
+        Phase::Reconcile => windlass_sdk::Phase::Reconcile,
+        Phase::Finalize => windlass_sdk::Phase::Finalize,
+    };
     let (desired, status) = windlass_sdk::testing::run_json::<P>(
-        windlass_sdk::Phase::Reconcile,
+        phase,
         &parent.to_string(),
         &observed,
-        &[],
+        &earlier,
         &config.to_string(),
         "2026-01-01T00:00:00Z",
     )
@@ -59,11 +83,65 @@ fn native<P: windlass_sdk::Plugin>(
 }
 
 fn subjects() -> Vec<Subject> {
-    vec![Subject {
-        dir: "storage",
-        component: windlass_test_guests::STORAGE,
-        native: Some(native::<storage_plugin::Storage>),
-    }]
+    vec![
+        Subject {
+            dir: "storage",
+            component: windlass_test_guests::STORAGE,
+            native: Some(native::<storage_plugin::Storage>),
+        },
+        Subject {
+            dir: "backup",
+            component: windlass_test_guests::BACKUP,
+            native: Some(native::<backup_plugin::Backup>),
+        },
+        Subject {
+            dir: "upgrade",
+            component: windlass_test_guests::UPGRADE,
+            native: Some(native::<upgrade_plugin::Upgrade>),
+        },
+        // Python (componentize-py) and JavaScript (jco, QuickJS): the same cases, the same
+        // runtime and policy; there is no native run to compare with.
+        Subject {
+            dir: "primary",
+            component: windlass_test_guests::PRIMARY,
+            native: None,
+        },
+        Subject {
+            dir: "conventions",
+            component: windlass_test_guests::CONVENTIONS,
+            native: None,
+        },
+    ]
+}
+
+/// `got` with every string that `expected` holds as `<random:N>` at the same place, and that
+/// has exactly N characters, replaced by that placeholder.
+fn match_random(got: &mut Value, expected: &Value) {
+    match (got, expected) {
+        (Value::String(g), Value::String(e)) => {
+            if let Some(n) = e
+                .strip_prefix("<random:")
+                .and_then(|r| r.strip_suffix('>'))
+                .and_then(|n| n.parse::<usize>().ok())
+                && g.chars().count() == n
+            {
+                *g = e.clone();
+            }
+        }
+        (Value::Array(g), Value::Array(e)) => {
+            for (g, e) in g.iter_mut().zip(e) {
+                match_random(g, e);
+            }
+        }
+        (Value::Object(g), Value::Object(e)) => {
+            for (k, g) in g.iter_mut() {
+                if let Some(e) = e.get(k) {
+                    match_random(g, e);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 fn read_yaml(path: &Path) -> Option<Vec<Value>> {
@@ -107,16 +185,33 @@ fn every_plugin_passes_its_conformance_cases() {
             let parent = read_yaml(&case.join("parent.yaml"))
                 .expect("parent.yaml")
                 .remove(0);
-            let observed = read_yaml(&case.join("observed.yaml")).unwrap_or_default();
-            let config =
-                read_yaml(&case.join("config.yaml")).map_or(json!({}), |mut c| c.remove(0));
+            let phase = match std::fs::read_to_string(case.join("phase.txt")) {
+                Ok(p) if p.trim() == "finalize" => Phase::Finalize,
+                Ok(p) if p.trim() == "reconcile" => Phase::Reconcile,
+                Ok(p) => panic!("{name}: phase.txt says {p:?}"),
+                Err(_) => Phase::Reconcile,
+            };
+            let input = Input {
+                phase,
+                parent,
+                observed: read_yaml(&case.join("observed.yaml")).unwrap_or_default(),
+                desired: read_yaml(&case.join("desired.yaml")).unwrap_or_default(),
+                config: read_yaml(&case.join("config.yaml")).map_or(json!({}), |mut c| c.remove(0)),
+            };
             let mut stage = Stage::new(plugin.clone());
-            stage.config = config.clone();
+            stage.config = input.config.clone();
             let pipeline = Pipeline {
                 stages: vec![stage],
                 policy: Default::default(),
             };
-            let result = pipeline.run(Phase::Reconcile, &parent, &observed, "2026-01-01T00:00:00Z");
+            let result = pipeline.run_after(
+                phase,
+                &input.parent,
+                &input.observed,
+                &input.desired,
+                "2026-01-01T00:00:00Z",
+                &|_, _, _| {},
+            );
 
             if let Ok(expected_error) = std::fs::read_to_string(case.join("error.txt")) {
                 let err = result
@@ -124,8 +219,7 @@ fn every_plugin_passes_its_conformance_cases() {
                     .unwrap_or_else(|| panic!("{name}: expected an error"));
                 assert_eq!(err.to_string(), expected_error.trim(), "{name}");
                 if let Some(native) = subject.native {
-                    let native_err =
-                        native(&parent, &observed, &config).expect_err("native run fails too");
+                    let native_err = native(&input).expect_err("native run fails too");
                     assert!(
                         expected_error.trim().ends_with(&native_err),
                         "{name}: native said {native_err}"
@@ -136,12 +230,17 @@ fn every_plugin_passes_its_conformance_cases() {
             }
             let outcome = result.unwrap_or_else(|e| panic!("{name}: {e}"));
             let mut got = render::to_json(&outcome);
-            let got = json!({
+            let got_finalized = got["finalized"].take();
+            let mut got = json!({
                 "desired": got["desired"].take(),
                 "status": got["status"].take(),
                 "conditions": got["conditions"].take(),
                 "events": got["events"].take(),
             });
+            // In the finalize phase, whether the plugin let the parent go is the point.
+            if phase == Phase::Finalize {
+                got["finalized"] = got_finalized;
+            }
             let expected_path = case.join("expected.yaml");
             if bless {
                 std::fs::write(&expected_path, serde_yaml::to_string(&got).unwrap()).unwrap();
@@ -149,27 +248,39 @@ fn every_plugin_passes_its_conformance_cases() {
             let expected = read_yaml(&expected_path)
                 .unwrap_or_else(|| panic!("{name}: no expected.yaml or error.txt"))
                 .remove(0);
+            match_random(&mut got, &expected);
             assert_eq!(got, expected, "{name}: wasm run differs from expected.yaml");
             if let Some(native) = subject.native {
-                let (desired, status) = native(&parent, &observed, &config)
-                    .unwrap_or_else(|e| panic!("{name}: native: {e}"));
-                // The policy fills in the parent's namespace; the plugin itself leaves it out.
-                let wasm_desired: Vec<Value> = outcome
-                    .desired
-                    .iter()
-                    .map(|d| {
-                        let mut o = d.object.object.clone();
-                        if desired
-                            .iter()
-                            .all(|n| n.pointer("/metadata/namespace").is_none())
-                        {
-                            o["metadata"].as_object_mut().unwrap().remove("namespace");
-                        }
-                        o
-                    })
-                    .collect();
+                let (desired, mut status) =
+                    native(&input).unwrap_or_else(|e| panic!("{name}: native: {e}"));
+                // The policy fills in the parent's namespace; the plugin itself may leave it
+                // out: compare without it.
+                let strip = |objects: Vec<Value>| {
+                    let mut objects = Value::Array(
+                        objects
+                            .into_iter()
+                            .map(|mut o| {
+                                if let Some(m) = o["metadata"].as_object_mut() {
+                                    m.remove("namespace");
+                                }
+                                o
+                            })
+                            .collect(),
+                    );
+                    match_random(&mut objects, &expected["desired"]);
+                    objects
+                };
+                let wasm_desired = strip(
+                    outcome
+                        .desired
+                        .iter()
+                        .map(|d| d.object.object.clone())
+                        .collect(),
+                );
+                let desired_value = strip(desired);
+                match_random(&mut status, &expected["status"]);
                 assert_eq!(
-                    wasm_desired, desired,
+                    wasm_desired, desired_value,
                     "{name}: native and wasm desired sets differ"
                 );
                 assert_eq!(
@@ -180,5 +291,5 @@ fn every_plugin_passes_its_conformance_cases() {
             ran += 1;
         }
     }
-    assert!(ran >= 6, "ran only {ran} cases");
+    assert!(ran >= 39, "ran only {ran} cases");
 }

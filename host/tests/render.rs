@@ -32,8 +32,17 @@ fn render_prints_the_statefulset_its_claim_template_and_the_services_for_the_exa
     assert!(ok, "{stderr}");
     let docs = windlass::render::parse_docs(&stdout, "stdout").unwrap();
     let kinds: Vec<String> = docs.iter().map(windlass::pipeline::kind_of).collect();
-    assert_eq!(kinds, ["v1/Service", "v1/Service", "apps/v1/StatefulSet"]);
-    let sts = &docs[2];
+    assert_eq!(
+        kinds,
+        [
+            "v1/Service",
+            "v1/Service",
+            "v1/ConfigMap",
+            "v1/Secret",
+            "apps/v1/StatefulSet"
+        ]
+    );
+    let sts = &docs[4];
     assert_eq!(sts["metadata"]["name"], "example-database");
     assert_eq!(sts["metadata"]["namespace"], "default");
     assert_eq!(sts["spec"]["replicas"], 3);
@@ -78,12 +87,19 @@ fn render_uses_observed_objects_config_and_json_output() {
     ]);
     assert!(ok, "{stderr}");
     let out: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(out["status"]["phase"], "Ready");
-    assert_eq!(out["conditions"][0]["type"], "StorageReady");
-    assert_eq!(out["conditions"][0]["status"], "True");
-    assert_eq!(out["conditions"][0]["plugin"], "sampledb-storage");
+    // Every replica is ready; the one-time init Job is next.
+    assert_eq!(out["status"]["phase"], "Initializing");
+    assert_eq!(out["desired"][5]["kind"], "Job");
+    let storage_ready = out["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "StorageReady")
+        .expect("a StorageReady condition");
+    assert_eq!(storage_ready["status"], "True");
+    assert_eq!(storage_ready["plugin"], "sampledb-storage");
     assert_eq!(
-        out["desired"][2]["spec"]["template"]["spec"]["containers"][0]["image"],
+        out["desired"][4]["spec"]["template"]["spec"]["containers"][0]["image"],
         "mirror/sampledb:16.4"
     );
 }
@@ -187,7 +203,13 @@ fn inspect_prints_info_digest_size_and_imports() {
     assert_eq!(out["name"], "sampledb-storage");
     assert_eq!(
         out["childKinds"],
-        serde_json::json!(["v1/Service", "apps/v1/StatefulSet"])
+        serde_json::json!([
+            "v1/Service",
+            "apps/v1/StatefulSet",
+            "v1/ConfigMap",
+            "v1/Secret",
+            "batch/v1/Job"
+        ])
     );
     assert_eq!(
         out["size"],

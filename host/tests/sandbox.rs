@@ -59,7 +59,8 @@ fn sampledb() -> Value {
     })
 }
 
-/// The storage plugin still produces its three children on the same runtime.
+/// The storage plugin still produces its five children (two Services, ConfigMap, Secret,
+/// StatefulSet) on the same runtime.
 fn assert_still_serving() {
     let storage = load(guests::STORAGE);
     let req = Request {
@@ -69,7 +70,7 @@ fn assert_still_serving() {
     let resp = storage
         .call(&req)
         .expect("storage still works after a misbehaving guest");
-    assert_eq!(resp.desired.len(), 3);
+    assert_eq!(resp.desired.len(), 5);
 }
 
 /// Runs one plugin through the pipeline (policy included).
@@ -428,7 +429,7 @@ fn the_precompiled_cache_survives_a_restart_and_heals_a_corrupt_artifact() {
         parent: sampledb().to_string(),
         ..request(json!({}))
     };
-    assert_eq!(plugin.call(&req).unwrap().desired.len(), 3);
+    assert_eq!(plugin.call(&req).unwrap().desired.len(), 5);
 }
 
 #[test]
@@ -472,7 +473,16 @@ fn the_storage_plugin_declares_what_it_produces() {
         info.parent_kinds,
         vec!["samples.windlass.dev/v1alpha1/SampleDB"]
     );
-    assert_eq!(info.child_kinds, vec!["v1/Service", "apps/v1/StatefulSet"]);
+    assert_eq!(
+        info.child_kinds,
+        vec![
+            "v1/Service",
+            "apps/v1/StatefulSet",
+            "v1/ConfigMap",
+            "v1/Secret",
+            "batch/v1/Job"
+        ]
+    );
     assert!(!info.finalizes);
     assert!(storage.digest().starts_with("sha256:") && storage.digest().len() == 71);
     let imports = storage.imports();

@@ -6,7 +6,10 @@ include!(concat!(env!("OUT_DIR"), "/components.rs"));
 /// Reads a component's bytes.
 ///
 /// # Panics
-/// When the file is missing (the build script always writes it).
+/// When the file is missing: the build script writes the Rust components; the Python and
+/// JavaScript plugins ([`PRIMARY`], [`CONVENTIONS`]) come from `cargo xtask plugins`.
 pub fn bytes(path: &str) -> Vec<u8> {
-    std::fs::read(path).unwrap_or_else(|e| panic!("reading {path}: {e}"))
+    std::fs::read(path).unwrap_or_else(|e| {
+        panic!("reading {path}: {e} (the Python and JavaScript plugins are built by `cargo xtask plugins`)")
+    })
 }

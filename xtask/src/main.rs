@@ -1,9 +1,10 @@
 //! `cargo xtask <task>`: the project's build, test and benchmark entry points.
 //!
 //! - `ci`: what CI runs: installs what the tests need (`.ci/tools`: the wasm target, rustfmt,
-//!   docker-registry, skopeo, helm), then checks formatting and runs every test (which builds
-//!   the plugins and the misbehaving test guests to wasm32-wasip2).
-//! - `plugins`: builds the plugins to `target/wasm/wasm32-wasip2/release/`.
+//!   docker-registry, skopeo, helm), checks formatting, builds the plugins (`plugins`), then runs
+//!   every test (which builds the misbehaving test guests to wasm32-wasip2).
+//! - `plugins`: builds the Rust plugins to `target/wasm/wasm32-wasip2/release/` and the Python
+//!   and JavaScript ones (installing their toolchains first) to `target/wasm/plugins/`.
 //! - `dev`: builds the plugins and runs `windlass dev`: the operator on the embedded devcluster.
 //! - `render`: builds the plugins and renders `examples/sampledb.yaml` with the storage plugin.
 //! - `bench runtime`: native vs wasm (fresh, reused) vs HTTP webhook, printing ratios.
@@ -17,8 +18,19 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
-/// The plugins the project ships, as (package, artifact stem).
-const PLUGINS: &[(&str, &str)] = &[("windlass-plugin-storage", "windlass_plugin_storage")];
+/// The Rust plugins the project ships, as (package, artifact stem).
+const PLUGINS: &[(&str, &str)] = &[
+    ("windlass-plugin-storage", "windlass_plugin_storage"),
+    ("windlass-plugin-backup", "windlass_plugin_backup"),
+    ("windlass-plugin-upgrade", "windlass_plugin_upgrade"),
+];
+
+/// Plugins in other languages, as (source directory, component file): each directory's
+/// `build.sh OUT` builds it with its own toolchain (installed by `.ci/tools-plugins`).
+const OTHER_PLUGINS: &[(&str, &str)] = &[
+    ("plugins/python-primary", "sampledb-primary.wasm"),
+    ("plugins/js-conventions", "sampledb-conventions.wasm"),
+];
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -80,6 +92,14 @@ fn plugins() -> Result<Vec<PathBuf>> {
         "profile.release.debug=false",
         "--config",
         "profile.release.strip=true",
+        // Small components (a ConfigMap holds 1 MiB): the same flags as in
+        // test-guests/build.rs, or the two builds would keep rebuilding each other's artifacts.
+        "--config",
+        "profile.release.lto=true",
+        "--config",
+        "profile.release.codegen-units=1",
+        "--config",
+        "profile.release.opt-level='s'",
         "--target-dir",
     ];
     let dir = target_dir.to_str().context("target dir is not UTF-8")?;
@@ -88,7 +108,7 @@ fn plugins() -> Result<Vec<PathBuf>> {
         args.extend(["-p", package]);
     }
     cargo(&args)?;
-    Ok(PLUGINS
+    let mut built: Vec<PathBuf> = PLUGINS
         .iter()
         .map(|(_, stem)| {
             target_dir
@@ -96,7 +116,18 @@ fn plugins() -> Result<Vec<PathBuf>> {
                 .join("release")
                 .join(format!("{stem}.wasm"))
         })
-        .collect())
+        .collect();
+    run(Command::new("bash").arg(root().join(".ci").join("tools-plugins")))?;
+    let out_dir = target_dir.join("plugins");
+    std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    for (dir, file) in OTHER_PLUGINS {
+        let out = out_dir.join(file);
+        run(Command::new("bash")
+            .arg(root().join(dir).join("build.sh"))
+            .arg(&out))?;
+        built.push(out);
+    }
+    Ok(built)
 }
 
 fn render(extra: &[&str]) -> Result<()> {
@@ -160,6 +191,9 @@ fn ci() -> Result<()> {
     // The wasm target, rustfmt, the test registry, skopeo and helm, each only when missing.
     run(Command::new("bash").arg(root().join(".ci").join("tools")))?;
     cargo(&["fmt", "--all", "--check"])?;
+    // The Python and JavaScript plugins, which the conformance and end-to-end tests load (the
+    // Rust ones are built again by the tests' own build script; cargo finds them fresh).
+    plugins()?;
     cargo(&[
         "test",
         "--workspace",

@@ -42,8 +42,13 @@ pub struct SampleDbSpec {
     /// Scheduled backups.
     #[serde(default)]
     pub backup: Option<Backup>,
-    /// A backup to restore from when the database is created.
+    /// A backup to restore from when the database is created: the name of a completed backup
+    /// (`status.lastBackup` of any SampleDB in the namespace) on the backup volume.
     #[serde(default)]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"), length(max = 63))
+    )]
     pub restore_from: Option<String>,
     /// What happens to the data when the SampleDB is deleted.
     #[serde(default)]
@@ -120,7 +125,7 @@ pub enum DeletionPolicy {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SampleDbStatus {
-    /// Provisioning, Ready, Upgrading, Deleting, Failed.
+    /// Provisioning, Initializing, Restoring, Ready, Upgrading, Deleting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
     /// The version the database runs.
@@ -132,9 +137,18 @@ pub struct SampleDbStatus {
     /// The Pod that takes writes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub primary: Option<String>,
-    /// The last completed backup.
+    /// The last completed backup (the name `restoreFrom` takes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_backup: Option<String>,
+    /// When the last backup completed (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_backup_time: Option<String>,
+    /// True once the one-time init Job has completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initialized: Option<bool>,
+    /// The backup the database was restored from, once the restore Job has completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_from: Option<String>,
     /// Where clients connect.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoints: Option<Endpoints>,
@@ -172,7 +186,69 @@ pub mod names {
     pub fn data_pvc(name: &str, ordinal: i32) -> String {
         format!("{DATA_VOLUME}-{name}-{ordinal}")
     }
+    /// The ConfigMap with the database settings and the connection details (`host`, `port`).
+    pub fn config_map(name: &str) -> String {
+        format!("{name}-config")
+    }
+    /// The generated credentials Secret (keys `username`, `password`), when the spec names none.
+    pub fn generated_secret(name: &str) -> String {
+        format!("{name}-credentials")
+    }
+    /// The credentials Secret in use: the spec's, or the generated one.
+    pub fn credentials_secret(name: &str, spec: &super::SampleDbSpec) -> String {
+        spec.credentials
+            .as_ref()
+            .map_or_else(|| generated_secret(name), |c| c.secret_name.clone())
+    }
+    /// The one-time init Job.
+    pub fn init_job(name: &str) -> String {
+        format!("{name}-init")
+    }
+    /// The backup CronJob; its Jobs (the backups) are `<name>-backup-<n>`.
+    pub fn backup_cronjob(name: &str) -> String {
+        format!("{name}-backup")
+    }
+    /// The restore Job (restore on create).
+    pub fn restore_job(name: &str) -> String {
+        format!("{name}-restore")
+    }
+    /// The backup Job run before upgrading to `version`.
+    pub fn pre_upgrade_backup_job(name: &str, version: &str) -> String {
+        format!("{name}-pre-upgrade-{}", version.replace('.', "-"))
+    }
+    /// The upgrade (migration) Job to `version`.
+    pub fn upgrade_job(name: &str, version: &str) -> String {
+        format!("{name}-upgrade-{}", version.replace('.', "-"))
+    }
+    /// The VolumeSnapshot of a data PVC taken when the SampleDB is deleted.
+    pub fn final_snapshot(pvc: &str) -> String {
+        format!("{pvc}-final")
+    }
+    /// The final dump Job run on delete when the backup plugin is configured for dumps
+    /// instead of VolumeSnapshots.
+    pub fn final_backup_job(name: &str) -> String {
+        format!("{name}-final-backup")
+    }
+    /// The file on the backup volume that holds backup `backup` (a backup Job's name, the name
+    /// `restoreFrom` takes).
+    pub fn backup_file(backup: &str) -> String {
+        format!("{}/{backup}.dump", super::BACKUP_MOUNT)
+    }
+    /// The PodDisruptionBudget of the database Pods.
+    pub fn pdb(name: &str) -> String {
+        name.to_string()
+    }
 }
+
+/// The database container in the StatefulSet's Pod template.
+pub const CONTAINER: &str = "sampledb";
+/// Where the data volume is mounted in the database container.
+pub const DATA_MOUNT: &str = "/var/lib/sampledb";
+/// Where backup, restore and upgrade Jobs mount the backup volume.
+pub const BACKUP_MOUNT: &str = "/backups";
+/// Label on each database Pod: `primary` or `replica` (set by the primary election plugin); the
+/// client (read-write) Service selects `primary`.
+pub const ROLE_LABEL: &str = "samples.windlass.dev/role";
 
 /// The labels every SampleDB object carries and selects on.
 pub fn selector_labels(name: &str) -> BTreeMap<String, String> {
@@ -188,6 +264,24 @@ pub fn parse_version(version: &str) -> Option<Vec<u64>> {
     parts.filter(|p| (2..=3).contains(&p.len()))
 }
 
+/// Orders two versions (`16.4` < `16.10` < `17.0`); `None` when either is not a version.
+pub fn compare_versions(a: &str, b: &str) -> Option<std::cmp::Ordering> {
+    let (mut a, mut b) = (parse_version(a)?, parse_version(b)?);
+    a.resize(3, 0);
+    b.resize(3, 0);
+    Some(a.cmp(&b))
+}
+
+/// `image` with its tag replaced by `version` (`repo/sampledb:16.4` → `repo/sampledb:17.0`).
+pub fn image_with_tag(image: &str, version: &str) -> String {
+    let repo = match image.rfind(':') {
+        // A colon after the last slash starts the tag; before it, it is a registry port.
+        Some(i) if !image[i..].contains('/') => &image[..i],
+        _ => image,
+    };
+    format!("{repo}:{version}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,6 +292,28 @@ mod tests {
         assert_eq!(parse_version("17.0.1"), Some(vec![17, 0, 1]));
         assert_eq!(parse_version("16"), None);
         assert_eq!(parse_version("latest"), None);
+    }
+
+    #[test]
+    fn versions_order_numerically() {
+        use std::cmp::Ordering::*;
+        assert_eq!(compare_versions("16.4", "16.10"), Some(Less));
+        assert_eq!(compare_versions("17.0", "16.4"), Some(Greater));
+        assert_eq!(compare_versions("16.4", "16.4.0"), Some(Equal));
+        assert_eq!(compare_versions("16.4", "latest"), None);
+    }
+
+    #[test]
+    fn image_tags_are_replaced_but_registry_ports_kept() {
+        assert_eq!(image_with_tag("sampledb:16.4", "17.0"), "sampledb:17.0");
+        assert_eq!(
+            image_with_tag("reg:5000/db/sampledb:16.4", "17.0"),
+            "reg:5000/db/sampledb:17.0"
+        );
+        assert_eq!(
+            image_with_tag("reg:5000/sampledb", "17.0"),
+            "reg:5000/sampledb:17.0"
+        );
     }
 
     #[test]

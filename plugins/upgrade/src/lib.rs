@@ -1,0 +1,291 @@
+//! SampleDB upgrade: moves a database to a newer `spec.version` safely, and refuses what it
+//! cannot do safely.
+//!
+//! It runs after the storage plugin and edits the StatefulSet storage put in the desired set.
+//! `status.currentVersion` is its record of the version that runs:
+//!
+//! - absent (a new database): `spec.version` is recorded;
+//! - equal to `spec.version`: nothing to do (`Upgrade` is True, `UpToDate`);
+//! - newer than `spec.version`: a downgrade, refused (`DowngradeRefused`): the StatefulSet's
+//!   image stays at the running version;
+//! - older by more than one major version (15.x → 17.x): refused the same way
+//!   (`UnsupportedUpgradePath`);
+//! - otherwise an upgrade, phase `Upgrading`, in steps, the image held at the running version
+//!   until the data is migrated:
+//!   1. the pre-upgrade backup Job (`<name>-pre-upgrade-<version>`, the running image) dumps
+//!      the database to the backup volume (config `backupClaim`, default `sampledb-backups`);
+//!   2. once it completes, the upgrade Job (`<name>-upgrade-<version>`, the new image) runs
+//!      `sampledb-upgrade --from <current> --to <target>`;
+//!   3. once it completes, the image is released and the StatefulSet rolls; when every
+//!      replica runs the new image and is ready, `currentVersion` becomes the target
+//!      (`Upgraded`, with a Normal event).
+//!
+//!   Both Jobs stay desired throughout (the host would prune them, and they would run again),
+//!   and one more run after the upgrade, until the parent's status records the new version. A
+//!   failed Job is kept and not retried (`PreUpgradeBackupFailed`, `UpgradeJobFailed`, with a
+//!   Warning event): delete it to try again.
+
+mod jobs;
+
+use std::time::Duration;
+
+use sampledb_api::{
+    CONTAINER, KIND_KEY, SampleDbSpec, compare_versions, image_with_tag, names, parse_version,
+};
+use serde::Deserialize;
+use windlass_sdk::{
+    Context, Error, Info, Output, Plugin, Result, Value,
+    k8s_openapi::api::{apps::v1::StatefulSet, batch::v1::Job},
+};
+
+use jobs::JobState;
+
+/// The upgrade plugin.
+#[derive(Debug)]
+pub struct Upgrade;
+
+/// The plugin's config (from its WasmPlugin).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Config {
+    /// The PersistentVolumeClaim the pre-upgrade backup is written to.
+    #[serde(default = "default_backup_claim")]
+    backup_claim: String,
+}
+
+fn default_backup_claim() -> String {
+    "sampledb-backups".to_string()
+}
+
+/// How soon to look again while an upgrade is in progress.
+const REQUEUE: Duration = Duration::from_secs(10);
+
+/// The condition this plugin reports.
+const CONDITION: &str = "Upgrade";
+
+#[cfg(target_arch = "wasm32")]
+windlass_sdk::export!(Upgrade);
+
+impl Plugin for Upgrade {
+    fn info() -> Info {
+        Info::new("sampledb-upgrade", env!("CARGO_PKG_VERSION"))
+            .parent(KIND_KEY)
+            .child::<StatefulSet>()
+            .child::<Job>()
+    }
+
+    fn reconcile(ctx: &Context) -> Result<Output> {
+        let spec: SampleDbSpec = ctx.spec()?;
+        let config: Config = ctx.config()?;
+        let target = spec.version.as_str();
+        let Some(target_parts) = parse_version(target) else {
+            return Err(Error::InvalidParent(format!(
+                "spec.version: {target:?} is not a version like 16.4"
+            )));
+        };
+        let mut out = ctx.output();
+        let Some(current) = ctx.status("/currentVersion").and_then(Value::as_str) else {
+            out.status("currentVersion", target);
+            out.condition(CONDITION, true, "UpToDate", format!("running {target}"));
+            return Ok(out);
+        };
+        let Some(current_parts) = parse_version(current) else {
+            return Err(Error::Failed(format!(
+                "status.currentVersion: {current:?} is not a version"
+            )));
+        };
+        out.status("currentVersion", current);
+        match compare_versions(target, current) {
+            Some(std::cmp::Ordering::Equal) => {
+                out.condition(CONDITION, true, "UpToDate", format!("running {current}"));
+            }
+            Some(std::cmp::Ordering::Less) => refuse(
+                ctx,
+                &mut out,
+                current,
+                "DowngradeRefused",
+                format!(
+                    "spec.version {target} is older than the running version {current}: \
+                     downgrades are not supported, the database keeps running {current} \
+                     (set spec.version back to {current})"
+                ),
+            ),
+            _ if target_parts[0] > current_parts[0] + 1 => refuse(
+                ctx,
+                &mut out,
+                current,
+                "UnsupportedUpgradePath",
+                format!(
+                    "spec.version {target} skips a major version from the running version \
+                     {current}: upgrade one major version at a time (to {}.x first); the \
+                     database keeps running {current}",
+                    current_parts[0] + 1
+                ),
+            ),
+            _ => upgrade(ctx, &spec, &config, current, target, &mut out)?,
+        }
+        Ok(out)
+    }
+}
+
+/// Keeps the running version and says why.
+fn refuse(ctx: &Context, out: &mut Output, current: &str, reason: &str, message: String) {
+    hold_image(out, ctx.name(), current);
+    out.condition(CONDITION, false, reason, message.clone());
+    out.warning(reason, message);
+}
+
+/// Sets the database container's image in the desired StatefulSet to `version`; returns the
+/// image storage asked for, or none when there is no StatefulSet to edit.
+fn hold_image(out: &mut Output, name: &str, version: &str) -> Option<String> {
+    let container = database_container(out, name)?;
+    let wanted = container.get("image")?.as_str()?.to_string();
+    container["image"] = image_with_tag(&wanted, version).into();
+    Some(wanted)
+}
+
+fn database_container<'a>(out: &'a mut Output, name: &str) -> Option<&'a mut Value> {
+    out.find_mut("apps/v1/StatefulSet", &names::statefulset(name))?
+        .pointer_mut("/spec/template/spec/containers")?
+        .as_array_mut()?
+        .iter_mut()
+        .find(|c| c.get("name").and_then(Value::as_str) == Some(CONTAINER))
+}
+
+/// One step of a supported upgrade from `current` to `target`.
+fn upgrade(
+    ctx: &Context,
+    spec: &SampleDbSpec,
+    config: &Config,
+    current: &str,
+    target: &str,
+    out: &mut Output,
+) -> Result<()> {
+    let name = ctx.name();
+    out.requeue_after(REQUEUE);
+    let Some(new_image) =
+        database_container(out, name).and_then(|c| c.get("image")?.as_str().map(str::to_string))
+    else {
+        out.condition(
+            CONDITION,
+            false,
+            "WaitingForStatefulSet",
+            format!(
+                "no StatefulSet {} with a {CONTAINER} container to upgrade from {current} to \
+                 {target}: the storage plugin must run before this one",
+                names::statefulset(name)
+            ),
+        );
+        return Ok(());
+    };
+    let current_image = image_with_tag(&new_image, current);
+    let claim = &config.backup_claim;
+    // While the data is not migrated, the database keeps running the current version.
+    let wait = |out: &mut Output, reason: &str, message: String, failed: bool| {
+        hold_image(out, name, current);
+        out.status("phase", "Upgrading");
+        out.condition(CONDITION, false, reason, message.clone());
+        if failed {
+            out.warning(reason, message);
+        }
+    };
+
+    let backup = names::pre_upgrade_backup_job(name, target);
+    out.apply(&jobs::pre_upgrade_backup(
+        name,
+        spec,
+        target,
+        &current_image,
+        claim,
+    ))?;
+    match jobs::state(ctx, &backup) {
+        JobState::Complete => {}
+        JobState::Failed(why) => {
+            let message = format!(
+                "the backup before upgrading from {current} to {target} failed ({why}): Job \
+                 {backup} is kept for inspection; delete it to try again"
+            );
+            wait(out, "PreUpgradeBackupFailed", message, true);
+            return Ok(());
+        }
+        JobState::Absent | JobState::Running => {
+            let message =
+                format!("backing up before upgrading from {current} to {target} (Job {backup})");
+            wait(out, "PreUpgradeBackupRunning", message, false);
+            return Ok(());
+        }
+    }
+
+    let migration = names::upgrade_job(name, target);
+    out.apply(&jobs::upgrade(
+        name, spec, current, target, &new_image, claim,
+    ))?;
+    match jobs::state(ctx, &migration) {
+        JobState::Complete => {}
+        JobState::Failed(why) => {
+            let message = format!(
+                "the upgrade from {current} to {target} failed ({why}): Job {migration} is kept \
+                 for inspection and the backup {backup} holds the data from before; delete the \
+                 Job to try again"
+            );
+            wait(out, "UpgradeJobFailed", message, true);
+            return Ok(());
+        }
+        JobState::Absent | JobState::Running => {
+            let message =
+                format!("migrating the data from {current} to {target} (Job {migration})");
+            wait(out, "UpgradeJobRunning", message, false);
+            return Ok(());
+        }
+    }
+
+    // The data is migrated: storage's image (the new version) stays, and the StatefulSet rolls.
+    if rolled(ctx, name, &new_image) {
+        // Storage's phase stands. The Jobs stay desired in this run: the next one, which sees
+        // the new currentVersion, drops them.
+        out.status("currentVersion", target);
+        let message = format!("upgraded from {current} to {target}");
+        out.condition(CONDITION, true, "Upgraded", message.clone());
+        out.event("Upgraded", message);
+    } else {
+        out.status("phase", "Upgrading");
+        out.condition(
+            CONDITION,
+            false,
+            "RollingOut",
+            format!("data migrated to {target}; waiting for every replica to run {new_image}"),
+        );
+    }
+    Ok(())
+}
+
+/// True when the observed StatefulSet runs `image` on every replica, all ready.
+fn rolled(ctx: &Context, name: &str, image: &str) -> bool {
+    let Some(sts) = ctx.observed_json("apps/v1/StatefulSet").find(|s| {
+        s.pointer("/metadata/name").and_then(Value::as_str) == Some(&names::statefulset(name))
+    }) else {
+        return false;
+    };
+    let int = |p: &str| sts.pointer(p).and_then(Value::as_i64);
+    let text = |p: &str| sts.pointer(p).and_then(Value::as_str);
+    let runs_image = sts
+        .pointer("/spec/template/spec/containers")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.get("name").and_then(Value::as_str) == Some(CONTAINER)
+                    && c.get("image").and_then(Value::as_str) == Some(image)
+            })
+        });
+    let replicas = int("/spec/replicas").unwrap_or(1);
+    runs_image
+        && int("/status/observedGeneration").unwrap_or(0)
+            >= int("/metadata/generation").unwrap_or(0)
+        && int("/status/updatedReplicas") == Some(replicas)
+        && int("/status/readyReplicas") == Some(replicas)
+        && text("/status/currentRevision").is_some()
+        && text("/status/currentRevision") == text("/status/updateRevision")
+}
+
+#[cfg(test)]
+mod tests;

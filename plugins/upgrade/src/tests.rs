@@ -1,0 +1,342 @@
+#![allow(clippy::unwrap_used)] // Tests: a panic is the failure report.
+
+use super::*;
+use windlass_sdk::{json, testing::Harness};
+
+const DB: &str = r#"
+apiVersion: samples.windlass.dev/v1alpha1
+kind: SampleDB
+metadata: {name: orders, namespace: shop, uid: 4c1f0d6e-0000-4000-8000-000000000001}
+spec:
+  version: "17.0"
+  replicas: 3
+  storage: {size: 10Gi}
+status:
+  currentVersion: "16.4"
+"#;
+
+/// The StatefulSet storage would want for version `version`.
+fn storage_sts(version: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": "orders"},
+        "spec": {"replicas": 3, "template": {"spec": {"containers": [
+            {"name": "sidecar", "image": "sidecar:1.0"},
+            {"name": "sampledb", "image": format!("mirror/sampledb:{version}")},
+        ]}}}
+    })
+}
+
+fn job(name: &str, condition: Option<&str>) -> String {
+    let status = condition.map_or_else(
+        || "status: {active: 1}".to_string(),
+        |c| format!("status: {{conditions: [{{type: {c}, status: \"True\", reason: BackoffLimitExceeded}}]}}"),
+    );
+    format!("apiVersion: batch/v1\nkind: Job\nmetadata: {{name: {name}}}\n{status}\n---\n")
+}
+
+fn observed_sts(
+    image: &str,
+    generation: i64,
+    observed_generation: i64,
+    update_revision: &str,
+) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {{name: orders, generation: {generation}}}\n\
+         spec:\n  replicas: 3\n  template:\n    spec:\n      containers: [{{name: sampledb, image: \"{image}\"}}]\n\
+         status: {{observedGeneration: {observed_generation}, replicas: 3, readyReplicas: 3, updatedReplicas: 3, \
+         currentRevision: orders-2, updateRevision: {update_revision}}}\n---\n"
+    )
+}
+
+fn harness(target: &str, observed: &str) -> Harness {
+    Harness::from_yaml(DB)
+        .with_parent(|p| p["spec"]["version"] = target.into())
+        .desired([storage_sts(target)])
+        .observed_yaml(observed)
+}
+
+fn run(h: Harness) -> Output {
+    h.run::<Upgrade>().unwrap()
+}
+
+fn image(out: &Output) -> &Value {
+    &out.find("apps/v1/StatefulSet", "orders").unwrap()["spec"]["template"]["spec"]["containers"][1]
+        ["image"]
+}
+
+fn reason(out: &Output) -> (bool, &str) {
+    let c = out.condition_of("Upgrade").unwrap();
+    (c.status, c.reason.as_str())
+}
+
+fn jobs(out: &Output) -> Vec<&str> {
+    out.desired()
+        .iter()
+        .filter(|o| o["kind"] == "Job")
+        .map(|o| o["metadata"]["name"].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_new_database_records_its_version() {
+    let out = run(harness("16.4", "").with_parent(|p| {
+        p.as_object_mut().unwrap().remove("status");
+    }));
+    assert_eq!(out.status_fragment()["currentVersion"], "16.4");
+    assert_eq!(reason(&out), (true, "UpToDate"));
+    assert_eq!(image(&out), "mirror/sampledb:16.4");
+    assert_eq!(out.desired().len(), 1);
+    assert!(out.events().is_empty());
+    assert_eq!(out.requeue(), None);
+}
+
+#[test]
+fn the_same_version_needs_nothing() {
+    let out = run(harness("16.4", ""));
+    assert_eq!(out.status_fragment()["currentVersion"], "16.4");
+    assert!(out.status_fragment().get("phase").is_none());
+    assert_eq!(reason(&out), (true, "UpToDate"));
+    assert_eq!(out.desired(), &[storage_sts("16.4")]);
+}
+
+#[test]
+fn a_downgrade_is_refused_and_the_image_held() {
+    let out = run(harness("16.2", ""));
+    assert_eq!(image(&out), "mirror/sampledb:16.4");
+    assert_eq!(reason(&out), (false, "DowngradeRefused"));
+    let message = &out.condition_of("Upgrade").unwrap().message;
+    assert!(
+        message.contains("spec.version 16.2") && message.contains("16.4"),
+        "{message}"
+    );
+    assert_eq!(out.events().len(), 1);
+    assert!(out.events()[0].warning);
+    assert!(jobs(&out).is_empty());
+    assert_eq!(out.status_fragment()["currentVersion"], "16.4");
+    // Other containers are left alone.
+    assert_eq!(
+        out.find("apps/v1/StatefulSet", "orders").unwrap()["spec"]["template"]["spec"]["containers"]
+            [0]["image"],
+        "sidecar:1.0"
+    );
+}
+
+#[test]
+fn skipping_a_major_version_is_refused() {
+    let out = run(harness("18.1", ""));
+    assert_eq!(image(&out), "mirror/sampledb:16.4");
+    assert_eq!(reason(&out), (false, "UnsupportedUpgradePath"));
+    assert!(
+        out.condition_of("Upgrade")
+            .unwrap()
+            .message
+            .contains("17.x")
+    );
+    assert!(out.events()[0].warning);
+    assert!(jobs(&out).is_empty());
+}
+
+#[test]
+fn an_upgrade_backs_up_then_migrates_then_rolls() {
+    let backup = "orders-pre-upgrade-17-0";
+    let migration = "orders-upgrade-17-0";
+
+    // 1. The backup runs with the running version; the image is held.
+    let out = run(harness("17.0", ""));
+    assert_eq!(jobs(&out), [backup]);
+    assert_eq!(image(&out), "mirror/sampledb:16.4");
+    assert_eq!(reason(&out), (false, "PreUpgradeBackupRunning"));
+    assert_eq!(out.status_fragment()["phase"], "Upgrading");
+    assert_eq!(out.status_fragment()["currentVersion"], "16.4");
+    assert_eq!(out.requeue(), Some(REQUEUE));
+    let pod = &out.find("batch/v1/Job", backup).unwrap()["spec"]["template"]["spec"];
+    assert_eq!(pod["containers"][0]["image"], "mirror/sampledb:16.4");
+    assert_eq!(
+        pod["containers"][0]["command"],
+        json!([
+            "sampledb-backup",
+            "--out",
+            "/backups/orders-pre-upgrade-17-0.dump"
+        ])
+    );
+    assert_eq!(
+        pod["containers"][0]["volumeMounts"][0]["mountPath"],
+        "/backups"
+    );
+    assert_eq!(
+        pod["volumes"][0]["persistentVolumeClaim"]["claimName"],
+        "sampledb-backups"
+    );
+    assert_eq!(
+        pod["containers"][0]["envFrom"],
+        json!([{"configMapRef": {"name": "orders-config"}}])
+    );
+    assert_eq!(
+        pod["containers"][0]["env"][1],
+        json!({"name": "SAMPLEDB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "orders-credentials", "key": "password"}}})
+    );
+    assert_eq!(pod["restartPolicy"], "Never");
+
+    // 2. The backup is done: the migration runs with the new image; the image is still held.
+    let observed =
+        job(backup, Some("Complete")) + &observed_sts("mirror/sampledb:16.4", 1, 1, "orders-2");
+    let out = run(harness("17.0", &observed));
+    assert_eq!(jobs(&out), [backup, migration]);
+    assert_eq!(image(&out), "mirror/sampledb:16.4");
+    assert_eq!(reason(&out), (false, "UpgradeJobRunning"));
+    let pod = &out.find("batch/v1/Job", migration).unwrap()["spec"]["template"]["spec"];
+    assert_eq!(pod["containers"][0]["image"], "mirror/sampledb:17.0");
+    assert_eq!(
+        pod["containers"][0]["command"],
+        json!(["sampledb-upgrade", "--from", "16.4", "--to", "17.0"])
+    );
+
+    // 3. Migrated: the image is released; the StatefulSet has not rolled yet.
+    let observed = job(backup, Some("Complete"))
+        + &job(migration, Some("Complete"))
+        + &observed_sts("mirror/sampledb:16.4", 1, 1, "orders-2");
+    let out = run(harness("17.0", &observed));
+    assert_eq!(jobs(&out), [backup, migration]);
+    assert_eq!(image(&out), "mirror/sampledb:17.0");
+    assert_eq!(reason(&out), (false, "RollingOut"));
+    assert_eq!(out.status_fragment()["phase"], "Upgrading");
+    assert_eq!(out.status_fragment()["currentVersion"], "16.4");
+
+    // 4. Rolled: the new version is recorded, once.
+    let observed = job(backup, Some("Complete"))
+        + &job(migration, Some("Complete"))
+        + &observed_sts("mirror/sampledb:17.0", 2, 2, "orders-2");
+    let out = run(harness("17.0", &observed));
+    assert_eq!(image(&out), "mirror/sampledb:17.0");
+    assert_eq!(reason(&out), (true, "Upgraded"));
+    assert_eq!(out.status_fragment()["currentVersion"], "17.0");
+    assert!(out.status_fragment().get("phase").is_none());
+    assert_eq!(out.events().len(), 1);
+    assert!(!out.events()[0].warning);
+    assert_eq!(out.events()[0].reason, "Upgraded");
+    // The Jobs go once the status records the new version.
+    assert_eq!(jobs(&out), [backup, migration]);
+    let out =
+        run(harness("17.0", &observed)
+            .with_parent(|p| p["status"]["currentVersion"] = "17.0".into()));
+    assert!(jobs(&out).is_empty());
+    assert_eq!(reason(&out), (true, "UpToDate"));
+    assert!(out.events().is_empty());
+}
+
+#[test]
+fn a_roll_in_progress_is_not_taken_for_done() {
+    let done = job("orders-pre-upgrade-17-0", Some("Complete"))
+        + &job("orders-upgrade-17-0", Some("Complete"));
+    for sts in [
+        observed_sts("mirror/sampledb:17.0", 2, 1, "orders-2"),
+        observed_sts("mirror/sampledb:17.0", 2, 2, "orders-3"),
+        observed_sts("mirror/sampledb:16.4", 2, 2, "orders-2"),
+        String::new(),
+    ] {
+        let out = run(harness("17.0", &(done.clone() + &sts)));
+        assert_eq!(reason(&out), (false, "RollingOut"), "{sts}");
+    }
+    let partly_ready = observed_sts("mirror/sampledb:17.0", 2, 2, "orders-2")
+        .replace("readyReplicas: 3", "readyReplicas: 2");
+    let out = run(harness("17.0", &(done + &partly_ready)));
+    assert_eq!(reason(&out), (false, "RollingOut"));
+}
+
+#[test]
+fn minor_upgrades_take_the_same_path() {
+    let out = run(harness("16.10", ""));
+    assert_eq!(jobs(&out), ["orders-pre-upgrade-16-10"]);
+    assert_eq!(image(&out), "mirror/sampledb:16.4");
+}
+
+#[test]
+fn a_failed_backup_holds_the_upgrade_and_is_kept() {
+    let out = run(harness(
+        "17.0",
+        &job("orders-pre-upgrade-17-0", Some("Failed")),
+    ));
+    assert_eq!(jobs(&out), ["orders-pre-upgrade-17-0"]);
+    assert_eq!(image(&out), "mirror/sampledb:16.4");
+    assert_eq!(reason(&out), (false, "PreUpgradeBackupFailed"));
+    assert!(
+        out.condition_of("Upgrade")
+            .unwrap()
+            .message
+            .contains("BackoffLimitExceeded")
+    );
+    assert!(out.events()[0].warning);
+    assert_eq!(out.events()[0].reason, "PreUpgradeBackupFailed");
+}
+
+#[test]
+fn a_failed_migration_holds_the_image_and_is_kept() {
+    let observed = job("orders-pre-upgrade-17-0", Some("Complete"))
+        + &job("orders-upgrade-17-0", Some("Failed"));
+    let out = run(harness("17.0", &observed));
+    assert_eq!(
+        jobs(&out),
+        ["orders-pre-upgrade-17-0", "orders-upgrade-17-0"]
+    );
+    assert_eq!(image(&out), "mirror/sampledb:16.4");
+    assert_eq!(reason(&out), (false, "UpgradeJobFailed"));
+    assert!(out.events()[0].warning);
+    assert_eq!(out.events()[0].reason, "UpgradeJobFailed");
+}
+
+#[test]
+fn the_backup_claim_comes_from_config_and_unknown_keys_are_refused() {
+    let out = run(harness("17.0", "").config(json!({"backupClaim": "nightly"})));
+    assert_eq!(
+        out.find("batch/v1/Job", "orders-pre-upgrade-17-0").unwrap()["spec"]["template"]["spec"]["volumes"]
+            [0]["persistentVolumeClaim"]["claimName"],
+        "nightly"
+    );
+    let err = harness("17.0", "")
+        .config(json!({"backupClam": "x"}))
+        .run::<Upgrade>()
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidConfig(m) if m.contains("backupClam")));
+}
+
+#[test]
+fn without_a_statefulset_the_version_logic_still_reports() {
+    let h =
+        |target: &str| Harness::from_yaml(DB).with_parent(|p| p["spec"]["version"] = target.into());
+    let out = run(h("17.0"));
+    assert_eq!(reason(&out), (false, "WaitingForStatefulSet"));
+    assert!(out.desired().is_empty());
+    assert_eq!(out.status_fragment()["currentVersion"], "16.4");
+    let out = run(h("16.1"));
+    assert_eq!(reason(&out), (false, "DowngradeRefused"));
+    assert!(out.desired().is_empty());
+}
+
+#[test]
+fn named_credentials_are_used_by_the_jobs() {
+    let out = run(harness("17.0", "")
+        .with_parent(|p| p["spec"]["credentials"] = json!({"secretName": "orders-admin"})));
+    assert_eq!(
+        out.find("batch/v1/Job", "orders-pre-upgrade-17-0").unwrap()["spec"]["template"]["spec"]["containers"]
+            [0]["env"][0]["valueFrom"]["secretKeyRef"]["name"],
+        "orders-admin"
+    );
+}
+
+#[test]
+fn bad_versions_are_refused() {
+    let err = harness("latest", "").run::<Upgrade>().unwrap_err();
+    assert!(matches!(err, Error::InvalidParent(m) if m.starts_with("spec.version")));
+    let err = harness("17.0", "")
+        .with_parent(|p| p["status"]["currentVersion"] = "banana".into())
+        .run::<Upgrade>()
+        .unwrap_err();
+    assert!(matches!(err, Error::Failed(m) if m.contains("status.currentVersion")));
+}
+
+#[test]
+fn finalizing_has_nothing_to_clean_up() {
+    let out = harness("17.0", "").finalizing().run::<Upgrade>().unwrap();
+    assert!(out.is_finalized());
+}
