@@ -1,6 +1,7 @@
 //! `windlass dev`: the embedded default. Starts the devcluster, installs the CRDs, loads the
-//! plugins from files into ConfigMaps with a WasmPlugin each, applies the example manifests and
-//! runs the operator against it all.
+//! plugins from files into ConfigMaps with a WasmPlugin each (a plugin too big for a ConfigMap,
+//! like the ~18 MB Python one, through a `file` source instead), applies the example manifests
+//! and runs the operator against it all.
 
 use std::{path::PathBuf, time::Duration};
 
@@ -24,6 +25,10 @@ use crate::{
 
 /// The namespace plugins' ConfigMaps live in.
 pub const SYSTEM_NAMESPACE: &str = "windlass-system";
+
+/// The largest plugin stored in a ConfigMap (the API server's limit is 1 MiB for the whole
+/// object); bigger ones are loaded from their file.
+const CONFIGMAP_LIMIT: usize = 1000 * 1024;
 
 /// What `windlass dev` runs.
 #[derive(Debug, Clone)]
@@ -89,6 +94,10 @@ pub async fn start(config: DevConfig) -> Result<Dev> {
     let (stop, stopped) = watch::channel(false);
     let (operator, task) =
         operator::start(client.clone(), config.operator.clone(), stopped).await?;
+    // Parents created before the whole pipeline serves would be reconciled by part of it (and
+    // then change again as each plugin arrives): wait for every plugin first.
+    let names: Vec<&str> = config.plugins.iter().map(|p| p.0.as_str()).collect();
+    wait_plugins_ready(&client, &names, PLUGINS_READY_TIMEOUT).await?;
     let discovery = Discovery::new(client.clone());
     let mut parents = Vec::new();
     for path in &config.manifests {
@@ -135,6 +144,46 @@ pub async fn start(config: DevConfig) -> Result<Dev> {
     })
 }
 
+/// How long `windlass dev` waits for its plugins to load (the Python plugin compiles for
+/// seconds the first time; later runs load it from the precompiled cache).
+const PLUGINS_READY_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Waits until every named WasmPlugin reports `Ready=True`.
+///
+/// # Errors
+/// When `timeout` passes first, naming each plugin that is not ready and its last error.
+pub async fn wait_plugins_ready(client: &Client, names: &[&str], timeout: Duration) -> Result<()> {
+    let api = Api::<WasmPlugin>::all(client.clone());
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let mut waiting = Vec::new();
+        for name in names {
+            let status = api.get_opt(name).await?.and_then(|wp| wp.status);
+            let ready = status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+            });
+            if !ready {
+                let why = status
+                    .and_then(|s| s.last_error)
+                    .unwrap_or_else(|| "loading".into());
+                waiting.push(format!("{name}: {why}"));
+            }
+        }
+        if waiting.is_empty() {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!(
+                "plugins not ready after {timeout:?}: {}",
+                waiting.join("; ")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 async fn install_plugin(
     client: &Client,
     name: &str,
@@ -150,19 +199,34 @@ async fn install_plugin(
         )
     })?;
     let apply = PatchParams::apply("windlass-dev").force();
-    let mut cm: ConfigMap =
-        serde_json::from_value(json!({"metadata": {"name": name, "namespace": SYSTEM_NAMESPACE}}))?;
-    cm.binary_data = Some([("plugin.wasm".to_string(), ByteString(bytes))].into());
-    Api::<ConfigMap>::namespaced(client.clone(), SYSTEM_NAMESPACE)
-        .patch(name, &apply, &Patch::Apply(&cm))
-        .await
-        .with_context(|| format!("storing plugin {name}"))?;
+    // A big component is a heavy guest (an interpreter inside): keep its instances warm.
+    let instance_mode = if bytes.len() <= CONFIGMAP_LIMIT {
+        "Fresh"
+    } else {
+        "Reuse"
+    };
+    let source = if bytes.len() <= CONFIGMAP_LIMIT {
+        let mut cm: ConfigMap = serde_json::from_value(
+            json!({"metadata": {"name": name, "namespace": SYSTEM_NAMESPACE}}),
+        )?;
+        cm.binary_data = Some([("plugin.wasm".to_string(), ByteString(bytes))].into());
+        Api::<ConfigMap>::namespaced(client.clone(), SYSTEM_NAMESPACE)
+            .patch(name, &apply, &Patch::Apply(&cm))
+            .await
+            .with_context(|| format!("storing plugin {name}"))?;
+        json!({"configMap": {"namespace": SYSTEM_NAMESPACE, "name": name, "key": "plugin.wasm"}})
+    } else {
+        let path = std::fs::canonicalize(path)
+            .with_context(|| format!("resolving plugin {}", path.display()))?;
+        json!({"file": {"path": path}})
+    };
     let wp = json!({
         "apiVersion": "windlass.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": name},
         "spec": {
             "parent": {"apiVersion": api_version, "kind": kind},
             "order": order * 10,
-            "source": {"configMap": {"namespace": SYSTEM_NAMESPACE, "name": name, "key": "plugin.wasm"}},
+            "source": source,
+            "instanceMode": instance_mode,
         },
     });
     Api::<WasmPlugin>::all(client.clone())

@@ -71,7 +71,10 @@ struct DevArgs {
     #[arg(long, default_value = "samples.windlass.dev/v1alpha1/SampleDB")]
     parent: String,
     /// Manifests to apply; repeat.
-    #[arg(long = "manifest", default_value = "examples/sampledb.yaml")]
+    #[arg(
+        long = "manifest",
+        default_values = ["examples/backup-volume.yaml", "examples/sampledb.yaml"]
+    )]
     manifests: Vec<PathBuf>,
     /// Where /healthz, /readyz and /metrics listen.
     #[arg(long, default_value = "127.0.0.1:8080")]
@@ -84,8 +87,30 @@ struct DevArgs {
     exit_when_reconciled: bool,
 }
 
-/// The SampleDB plugins `windlass dev` loads by default, as built by `cargo xtask plugins`.
-const DEFAULT_DEV_PLUGINS: &[(&str, &str)] = &[("sampledb-storage", "windlass_plugin_storage")];
+/// The SampleDB plugins `windlass dev` loads by default, in pipeline order, where
+/// `cargo xtask plugins` writes them.
+const DEFAULT_DEV_PLUGINS: &[(&str, &str)] = &[
+    (
+        "sampledb-storage",
+        "target/wasm/wasm32-wasip2/release/windlass_plugin_storage.wasm",
+    ),
+    (
+        "sampledb-backup",
+        "target/wasm/wasm32-wasip2/release/windlass_plugin_backup.wasm",
+    ),
+    (
+        "sampledb-upgrade",
+        "target/wasm/wasm32-wasip2/release/windlass_plugin_upgrade.wasm",
+    ),
+    (
+        "sampledb-primary",
+        "target/wasm/plugins/sampledb-primary.wasm",
+    ),
+    (
+        "sampledb-conventions",
+        "target/wasm/plugins/sampledb-conventions.wasm",
+    ),
+];
 
 #[derive(Debug, clap::Args)]
 struct RunArgs {
@@ -415,10 +440,9 @@ async fn run_dev(cli: &Cli, args: &DevArgs) -> Result<()> {
         .rsplit_once('/')
         .with_context(|| format!("--parent {:?}: expected group/version/Kind", args.parent))?;
     let plugins = if args.plugins.is_empty() {
-        let dir = PathBuf::from("target/wasm/wasm32-wasip2/release");
         DEFAULT_DEV_PLUGINS
             .iter()
-            .map(|(name, stem)| (name.to_string(), dir.join(format!("{stem}.wasm"))))
+            .map(|(name, path)| (name.to_string(), PathBuf::from(path)))
             .collect()
     } else {
         args.plugins

@@ -1,5 +1,6 @@
-//! `windlass dev`, the README's first command: the devcluster, the CRDs, the SampleDB plugin and
-//! the example, reconciled.
+//! `windlass dev`, the README's first command: the devcluster, the CRDs, the five SampleDB
+//! plugins where `cargo xtask plugins` puts them (which `cargo xtask ci` runs first) and the
+//! examples, reconciled.
 
 use std::{path::Path, process::Command};
 
@@ -7,7 +8,6 @@ use std::{path::Path, process::Command};
 fn windlass_dev_reconciles_the_example_sampledb_on_the_embedded_devcluster() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    let plugin = format!("sampledb-storage={}", windlass_test_guests::STORAGE);
     let out = Command::new(env!("CARGO_BIN_EXE_windlass"))
         .args([
             "--no-cache",
@@ -15,8 +15,6 @@ fn windlass_dev_reconciles_the_example_sampledb_on_the_embedded_devcluster() {
             "--admin-addr",
             "127.0.0.1:0",
             "--exit-when-reconciled",
-            "--plugin",
-            &plugin,
         ])
         .arg("--kubeconfig-out")
         .arg(&kubeconfig)

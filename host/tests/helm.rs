@@ -427,10 +427,19 @@ async fn the_sampledb_preset_renders_its_plugin_and_rules_for_its_kinds_only() {
         .expect("the ConfigMap Role");
     let rules = role.rules.unwrap_or_default();
     assert_eq!(rules.len(), 1);
+    let mut names = rules[0].resource_names.clone().unwrap_or_default();
+    names.sort();
     assert_eq!(
-        rules[0].resource_names,
-        Some(vec!["sampledb-storage".to_string()])
+        names,
+        ["sampledb-backup", "sampledb-storage", "sampledb-upgrade"],
+        "the ConfigMaps of the Rust plugins, and nothing else"
     );
+    let primary = wasmplugins(env.client())
+        .get("wl-sampledb-primary")
+        .await
+        .expect("the Python plugin's WasmPlugin");
+    assert_eq!(primary.data["spec"]["instanceMode"], "Reuse");
+    assert!(primary.data["spec"]["source"]["oci"]["reference"].is_string());
     assert_eq!(rules[0].verbs, ["get", "list", "watch"]);
 
     let cluster_roles: Api<ClusterRole> = Api::all(env.client());
@@ -674,8 +683,8 @@ fn every_rendered_object_has_only_fields_its_kind_defines() {
     let count = assert_only_known_fields(
         &template(&[&sampledb_values()], &[]).expect("the SampleDB preset"),
     );
-    // And the ConfigMap Role(Binding) and the WasmPlugin.
-    assert_eq!(count, 10, "objects rendered by the SampleDB preset");
+    // And the ConfigMap Role(Binding) and the five WasmPlugins.
+    assert_eq!(count, 14, "objects rendered by the SampleDB preset");
     // Every optional value set at once, so the templates' optional branches are checked too.
     let everything = template(
         &[&sampledb_values()],
@@ -710,5 +719,5 @@ fn every_rendered_object_has_only_fields_its_kind_defines() {
     )
     .expect("every optional value");
     // The preset's objects, and a ConfigMap Role(Binding) for the namespace `plugins`.
-    assert_eq!(assert_only_known_fields(&everything), 12);
+    assert_eq!(assert_only_known_fields(&everything), 16);
 }

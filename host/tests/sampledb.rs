@@ -1,0 +1,786 @@
+//! The SampleDB operator end to end: `windlass dev` (devcluster, simulator, CRDs, operator)
+//! with the five SampleDB plugins — storage, backup and upgrade in Rust, primary election in
+//! Python, conventions in JavaScript — through a database's whole life.
+//!
+//! Orderings ("the backup Job completed before the upgrade Job started") are checked on a
+//! timeline recorded from watches: the devcluster's resourceVersions are one global counter,
+//! so events of different kinds sort into the order they happened.
+
+use std::{
+    path::PathBuf,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use futures::StreamExt;
+use k8s_openapi::api::{
+    apps::v1::StatefulSet,
+    batch::v1::{CronJob, Job},
+    core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service},
+    policy::v1::PodDisruptionBudget,
+};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{
+        DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent,
+        WatchParams,
+    },
+    core::{ApiResource, GroupVersionKind},
+};
+use serde_json::{Value, json};
+use windlass::{
+    dev::{self, Dev, DevConfig},
+    operator,
+};
+use windlass_test_guests as guests;
+
+const NS: &str = "default";
+const WAIT: Duration = Duration::from_secs(120);
+
+fn sampledb_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("samples.windlass.dev", "v1alpha1", "SampleDB"),
+        "sampledbs",
+    )
+}
+
+/// Polls `check` until it returns Some, or fails naming `what`.
+async fn eventually<T, F: Future<Output = Option<T>>>(
+    what: &str,
+    mut check: impl FnMut() -> F,
+) -> T {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Starts `windlass dev` with the five plugins, the backup volume and nothing else.
+async fn start() -> Dev {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let plugins = [
+        ("sampledb-storage", guests::STORAGE),
+        ("sampledb-backup", guests::BACKUP),
+        ("sampledb-upgrade", guests::UPGRADE),
+        ("sampledb-primary", guests::PRIMARY),
+        ("sampledb-conventions", guests::CONVENTIONS),
+    ];
+    for (name, path) in plugins {
+        assert!(
+            std::path::Path::new(path).exists(),
+            "{name}: {path} is missing; build the plugins with `cargo xtask plugins`"
+        );
+    }
+    let mut operator = operator::Config {
+        admin_addr: "127.0.0.1:0".parse().expect("address"),
+        election: None,
+        settings: Default::default(),
+        runtime: Default::default(),
+        identity: "sampledb-e2e".into(),
+    };
+    operator.settings.backoff_base = Duration::from_millis(100);
+    operator.settings.backoff_max = Duration::from_secs(2);
+    // The Python plugin takes seconds to compile: compile it once for every test of the run.
+    operator.runtime.cache_dir = Some(root.join("target").join("e2e-plugin-cache"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = DevConfig {
+        port: 0,
+        kubeconfig: dir.path().join("kubeconfig"),
+        plugins: plugins
+            .iter()
+            .map(|(name, path)| {
+                (
+                    name.to_string(),
+                    "samples.windlass.dev/v1alpha1".to_string(),
+                    "SampleDB".to_string(),
+                    PathBuf::from(path),
+                )
+            })
+            .collect(),
+        manifests: vec![],
+        operator,
+        // CronJobs fire 60 times faster: `*/5 * * * *` every five seconds.
+        cron_speedup: 60.0,
+    };
+    let dev = dev::start(config).await.expect("windlass dev starts");
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(dev.cluster.client(), NS);
+    pvcs.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "metadata": {"name": "sampledb-backups"},
+            "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "5Gi"}}},
+        }))
+        .expect("backup PVC"),
+    )
+    .await
+    .expect("backup volume created");
+    dev
+}
+
+/// Kubernetes objects of one namespace, by kind.
+struct Cluster {
+    client: Client,
+}
+
+impl Cluster {
+    fn new(dev: &Dev) -> Self {
+        Cluster {
+            client: dev.cluster.client(),
+        }
+    }
+
+    fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    fn dbs(&self) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), NS, &sampledb_resource())
+    }
+
+    async fn create_db(&self, name: &str, spec: Value) -> kube::Result<DynamicObject> {
+        self.create_db_with(name, spec, json!({})).await
+    }
+
+    async fn create_db_with(
+        &self,
+        name: &str,
+        spec: Value,
+        annotations: Value,
+    ) -> kube::Result<DynamicObject> {
+        let db: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "samples.windlass.dev/v1alpha1", "kind": "SampleDB",
+            "metadata": {"name": name, "annotations": annotations}, "spec": spec,
+        }))
+        .expect("SampleDB");
+        self.dbs().create(&PostParams::default(), &db).await
+    }
+
+    async fn db(&self, name: &str) -> Option<Value> {
+        self.dbs()
+            .get_opt(name)
+            .await
+            .expect("get SampleDB")
+            .map(|o| serde_json::to_value(o).expect("JSON"))
+    }
+
+    async fn patch_spec(&self, name: &str, spec: Value) {
+        self.dbs()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": spec})),
+            )
+            .await
+            .expect("SampleDB patched");
+    }
+
+    /// Waits until the SampleDB's status satisfies `ok`, returning it; on a timeout the failure
+    /// shows the last status seen.
+    async fn status_until(&self, name: &str, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let status = self.db(name).await.map(|db| db["status"].clone());
+            if let Some(status) = status.as_ref().filter(|s| ok(s)) {
+                return status.clone();
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for {name}: {what}; last status: {}",
+                serde_json::to_string_pretty(&status).unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn get<K>(&self, name: &str) -> Option<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        self.api::<K>().get_opt(name).await.expect("get")
+    }
+
+    async fn pod_ready(&self, pod: &str, ready: bool) {
+        let status = if ready { "True" } else { "False" };
+        self.api::<Pod>()
+            .patch_status(
+                pod,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"conditions": [
+                    {"type": "Ready", "status": status}, {"type": "ContainersReady", "status": status}]}})),
+            )
+            .await
+            .expect("Pod status patched");
+    }
+
+    async fn role(&self, pod: &str) -> Option<String> {
+        self.get::<Pod>(pod)
+            .await?
+            .labels()
+            .get(sampledb_api::ROLE_LABEL)
+            .cloned()
+    }
+
+    /// Records, in resourceVersion order, what happens to the objects of `kinds` from now on.
+    fn record(&self) -> Timeline {
+        let timeline = Timeline::default();
+        let apis: Vec<(&str, Api<DynamicObject>)> = [
+            ("Job", ApiResource::erase::<Job>(&())),
+            ("StatefulSet", ApiResource::erase::<StatefulSet>(&())),
+            (
+                "PersistentVolumeClaim",
+                ApiResource::erase::<PersistentVolumeClaim>(&()),
+            ),
+            ("SampleDB", sampledb_resource()),
+            (
+                "VolumeSnapshot",
+                ApiResource::from_gvk_with_plural(
+                    &GroupVersionKind::gvk("snapshot.storage.k8s.io", "v1", "VolumeSnapshot"),
+                    "volumesnapshots",
+                ),
+            ),
+        ]
+        .into_iter()
+        .map(|(kind, ar)| (kind, Api::namespaced_with(self.client.clone(), NS, &ar)))
+        .collect();
+        for (kind, api) in apis {
+            let events = timeline.events.clone();
+            tokio::spawn(async move {
+                let mut stream = api
+                    .watch(&WatchParams::default(), "0")
+                    .await
+                    .expect("watch")
+                    .boxed();
+                while let Some(Ok(event)) = stream.next().await {
+                    let (verb, obj) = match event {
+                        WatchEvent::Added(o) => ("added", o),
+                        WatchEvent::Modified(o) => ("modified", o),
+                        WatchEvent::Deleted(o) => ("deleted", o),
+                        _ => continue,
+                    };
+                    let rv: u64 = obj
+                        .resource_version()
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or_default();
+                    let value = serde_json::to_value(&obj).expect("JSON");
+                    events.lock().expect("timeline").push(Entry {
+                        rv,
+                        kind,
+                        verb,
+                        name: obj.name_any(),
+                        object: value,
+                    });
+                }
+            });
+        }
+        timeline
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    rv: u64,
+    kind: &'static str,
+    verb: &'static str,
+    name: String,
+    object: Value,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Timeline {
+    events: Arc<Mutex<Vec<Entry>>>,
+}
+
+impl Timeline {
+    /// The resourceVersion at which `kind/name` first satisfied `ok`.
+    fn first(&self, kind: &str, name: &str, ok: impl Fn(&Entry) -> bool) -> Option<u64> {
+        let mut events = self.events.lock().expect("timeline").clone();
+        events.sort_by_key(|e| e.rv);
+        events
+            .iter()
+            .find(|e| e.kind == kind && e.name == name && ok(e))
+            .map(|e| e.rv)
+    }
+
+    fn any(&self, kind: &str, name: &str) -> bool {
+        self.first(kind, name, |_| true).is_some()
+    }
+
+    /// Fails unless `earlier` (when it happened at all) preceded `later`.
+    fn assert_before(&self, earlier: (&str, Option<u64>), later: (&str, Option<u64>)) {
+        let (a, b) = (
+            earlier
+                .1
+                .unwrap_or_else(|| panic!("{} never happened", earlier.0)),
+            later
+                .1
+                .unwrap_or_else(|| panic!("{} never happened", later.0)),
+        );
+        assert!(
+            a < b,
+            "{} (rv {a}) should come before {} (rv {b})",
+            earlier.0,
+            later.0
+        );
+    }
+}
+
+fn complete(e: &Entry) -> bool {
+    has_condition(&e.object, "Complete")
+}
+
+fn has_condition(obj: &Value, kind: &str) -> bool {
+    obj["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == kind && c["status"] == "True")
+}
+
+fn condition<'a>(status: &'a Value, kind: &str) -> Option<&'a Value> {
+    status["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+}
+
+fn image(sts: &StatefulSet) -> String {
+    sts.spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|p| p.containers.first())
+        .and_then(|c| c.image.clone())
+        .unwrap_or_default()
+}
+
+fn sts_image(e: &Entry) -> String {
+    e.object["spec"]["template"]["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sampledb_lives_from_create_through_backup_failover_upgrade_to_a_snapshot_on_delete() {
+    let dev = start().await;
+    let k = Cluster::new(&dev);
+    let timeline = k.record();
+
+    // Invalid specs never get in: the API names the field.
+    for (spec, field) in [
+        (
+            json!({"version": "16.4", "replicas": 0, "storage": {"size": "1Gi"}}),
+            "spec.replicas",
+        ),
+        (
+            json!({"version": "latest", "storage": {"size": "1Gi"}}),
+            "spec.version",
+        ),
+        (
+            json!({"version": "16.4", "storage": {"size": "1Gi"}, "backup": {"schedule": "every night"}}),
+            "spec.backup.schedule",
+        ),
+    ] {
+        let err = k
+            .create_db("invalid", spec)
+            .await
+            .expect_err("an invalid SampleDB is refused");
+        let kube::Error::Api(status) = err else {
+            panic!("expected an API error, got {err}")
+        };
+        assert_eq!(status.code, 422, "{}", status.message);
+        assert!(
+            status.message.contains(field),
+            "the error should name {field}: {}",
+            status.message
+        );
+    }
+
+    // Create → Ready with every child.
+    k.create_db(
+        "orders",
+        json!({"version": "16.4", "replicas": 3, "storage": {"size": "1Gi"},
+               "config": {"max_connections": "50"},
+               "backup": {"schedule": "*/5 * * * *", "retain": 2}}),
+    )
+    .await
+    .expect("SampleDB created");
+    let status = k
+        .status_until("orders", "Ready, initialised, with a primary", |s| {
+            s["phase"] == "Ready" && s["initialized"] == true && s["primary"].is_string()
+        })
+        .await;
+    assert_eq!(status["readyReplicas"], 3);
+    assert_eq!(status["currentVersion"], "16.4");
+    assert_eq!(status["primary"], "orders-0");
+    assert_eq!(
+        condition(&status, "Reconciled").expect("Reconciled")["status"],
+        "True"
+    );
+    let db = k.db("orders").await.expect("orders");
+    let uid = db["metadata"]["uid"].as_str().expect("uid").to_string();
+
+    let sts: StatefulSet = k.get("orders").await.expect("StatefulSet");
+    assert_eq!(image(&sts), "sampledb:16.4");
+    let owner = &sts.owner_references()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str()),
+        ("SampleDB", uid.as_str())
+    );
+    assert_eq!(owner.controller, Some(true));
+    assert_eq!(sts.labels()["app.kubernetes.io/part-of"], "sampledb");
+    let container = &sts
+        .spec
+        .as_ref()
+        .expect("spec")
+        .template
+        .spec
+        .as_ref()
+        .expect("pod")
+        .containers[0];
+    assert!(
+        container
+            .resources
+            .as_ref()
+            .and_then(|r| r.requests.as_ref())
+            .is_some(),
+        "conventions gave the database container resource requests"
+    );
+    let config: ConfigMap = k.get("orders-config").await.expect("ConfigMap");
+    let data = config.data.expect("data");
+    assert_eq!(data["max_connections"], "50");
+    assert_eq!(data["host"], "orders.default.svc");
+    let secret: Secret = k.get("orders-credentials").await.expect("Secret");
+    assert_eq!(secret.immutable, Some(true));
+    let password = secret.data.as_ref().expect("data")["password"].0.clone();
+    assert_eq!(password.len(), 32);
+    assert!(k.get::<Service>("orders-headless").await.is_some());
+    let pdb: PodDisruptionBudget = k.get("orders").await.expect("PodDisruptionBudget");
+    assert!(pdb.spec.expect("spec").max_unavailable.is_some());
+    assert!(timeline.any("Job", "orders-init"), "the init Job ran");
+    assert!(
+        k.get::<Job>("orders-init").await.is_none(),
+        "the finished init Job is pruned once recorded"
+    );
+    timeline.assert_before(
+        (
+            "the init Job completing",
+            timeline.first("Job", "orders-init", complete),
+        ),
+        (
+            "orders reporting Ready",
+            timeline.first("SampleDB", "orders", |e| {
+                e.object["status"]["phase"] == "Ready"
+            }),
+        ),
+    );
+
+    // Primary election: orders-0 labelled primary, the others replicas, the client Service on it.
+    assert_eq!(k.role("orders-0").await.as_deref(), Some("primary"));
+    eventually("orders-1 and orders-2 labelled replica", || async {
+        let r1 = k.role("orders-1").await;
+        let r2 = k.role("orders-2").await;
+        (r1.as_deref() == Some("replica") && r2.as_deref() == Some("replica")).then_some(())
+    })
+    .await;
+    let client_service: Service = k.get("orders").await.expect("client Service");
+    assert_eq!(
+        client_service
+            .spec
+            .expect("spec")
+            .selector
+            .expect("selector")[sampledb_api::ROLE_LABEL],
+        "primary"
+    );
+
+    // Backups on schedule; lastBackup follows the Jobs.
+    let status = k
+        .status_until("orders", "a backup", |s| s["lastBackup"].is_string())
+        .await;
+    let backup = status["lastBackup"].as_str().expect("name").to_string();
+    assert!(backup.starts_with("orders-backup-"), "{backup}");
+    let job: Job = eventually("the backup Job", || async { k.get::<Job>(&backup).await }).await;
+    assert_eq!(
+        job.owner_references()[0].kind,
+        "CronJob",
+        "backups are the CronJob's Jobs"
+    );
+    let cron: CronJob = k.get("orders-backup").await.expect("CronJob");
+    let pod_spec = cron
+        .spec
+        .expect("spec")
+        .job_template
+        .spec
+        .expect("job")
+        .template
+        .spec
+        .expect("pod");
+    let env = serde_json::to_string(&pod_spec.containers[0]).expect("JSON");
+    assert!(
+        env.contains("orders-config") && env.contains("orders-credentials"),
+        "{env}"
+    );
+    k.status_until("orders", "a newer backup", |s| {
+        s["lastBackup"].is_string() && s["lastBackup"] != backup.as_str()
+    })
+    .await;
+
+    // Failover: the primary's Pod stops being ready.
+    k.pod_ready("orders-0", false).await;
+    k.status_until("orders", "failover to orders-1", |s| {
+        s["primary"] == "orders-1"
+    })
+    .await;
+    eventually("orders-1 labelled primary", || async {
+        (k.role("orders-1").await.as_deref() == Some("primary")
+            && k.role("orders-0").await.as_deref() == Some("replica"))
+        .then_some(())
+    })
+    .await;
+    k.pod_ready("orders-0", true).await;
+    k.status_until("orders", "all replicas ready again, primary kept", |s| {
+        s["readyReplicas"] == 3 && s["primary"] == "orders-1"
+    })
+    .await;
+
+    // Upgrade 16.4 → 17.0: backup Job, then upgrade Job, then the roll.
+    k.patch_spec("orders", json!({"version": "17.0"})).await;
+    k.status_until("orders", "running 17.0", |s| s["currentVersion"] == "17.0")
+        .await;
+    let sts: StatefulSet = k.get("orders").await.expect("StatefulSet");
+    assert_eq!(image(&sts), "sampledb:17.0");
+    for i in 0..3 {
+        let pod: Pod = k.get(&format!("orders-{i}")).await.expect("Pod");
+        assert_eq!(
+            pod.spec.expect("spec").containers[0].image.as_deref(),
+            Some("sampledb:17.0"),
+            "orders-{i} rolled"
+        );
+    }
+    let backup_done = timeline.first("Job", "orders-pre-upgrade-17-0", complete);
+    let upgrade_started = timeline.first("Job", "orders-upgrade-17-0", |e| e.verb == "added");
+    let upgrade_done = timeline.first("Job", "orders-upgrade-17-0", complete);
+    let rolled = timeline.first("StatefulSet", "orders", |e| sts_image(e) == "sampledb:17.0");
+    timeline.assert_before(
+        ("the pre-upgrade backup completing", backup_done),
+        ("the upgrade Job starting", upgrade_started),
+    );
+    timeline.assert_before(
+        ("the upgrade Job completing", upgrade_done),
+        ("the StatefulSet rolling to 17.0", rolled),
+    );
+
+    // A downgrade is refused and nothing changes.
+    k.patch_spec("orders", json!({"version": "16.4"})).await;
+    let status = k
+        .status_until("orders", "the downgrade refused", |s| {
+            condition(s, "Upgrade").is_some_and(|c| c["reason"] == "DowngradeRefused")
+        })
+        .await;
+    assert_eq!(status["currentVersion"], "17.0");
+    let sts: StatefulSet = k.get("orders").await.expect("StatefulSet");
+    assert_eq!(
+        image(&sts),
+        "sampledb:17.0",
+        "the StatefulSet stays on 17.0"
+    );
+    k.patch_spec("orders", json!({"version": "17.0"})).await;
+
+    // Delete with deletionPolicy Snapshot: snapshots ready before the StatefulSet and PVCs go.
+    k.dbs()
+        .delete("orders", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("orders gone", || async {
+        k.db("orders").await.is_none().then_some(())
+    })
+    .await;
+    eventually("the StatefulSet and its PVCs gone", || async {
+        let pvcs = k
+            .api::<PersistentVolumeClaim>()
+            .list(&ListParams::default())
+            .await
+            .expect("list");
+        let left = pvcs
+            .items
+            .iter()
+            .any(|p| p.name_any().starts_with("data-orders-"));
+        (k.get::<StatefulSet>("orders").await.is_none() && !left).then_some(())
+    })
+    .await;
+    let snapshots = Api::<DynamicObject>::namespaced_with(
+        k.client.clone(),
+        NS,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("snapshot.storage.k8s.io", "v1", "VolumeSnapshot"),
+            "volumesnapshots",
+        ),
+    );
+    for i in 0..3 {
+        let name = format!("data-orders-{i}-final");
+        let snap = snapshots
+            .get(&name)
+            .await
+            .expect("the snapshot outlives the SampleDB");
+        assert_eq!(snap.data["status"]["readyToUse"], true);
+        timeline.assert_before(
+            (
+                &format!("{name} ready"),
+                timeline.first("VolumeSnapshot", &name, |e| {
+                    e.object["status"]["readyToUse"] == true
+                }),
+            ),
+            (
+                "the StatefulSet deleted",
+                timeline.first("StatefulSet", "orders", |e| {
+                    e.verb == "deleted" || e.object["metadata"]["deletionTimestamp"].is_string()
+                }),
+            ),
+        );
+        timeline.assert_before(
+            (
+                &format!("{name} ready"),
+                timeline.first("VolumeSnapshot", &name, |e| {
+                    e.object["status"]["readyToUse"] == true
+                }),
+            ),
+            (
+                "its PVC deleted",
+                timeline.first("PersistentVolumeClaim", &format!("data-orders-{i}"), |e| {
+                    e.verb == "deleted" || e.object["metadata"]["deletionTimestamp"].is_string()
+                }),
+            ),
+        );
+    }
+    dev.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn restore_runs_before_ready_and_a_failed_snapshot_or_retain_keeps_the_volumes() {
+    let dev = start().await;
+    let k = Cluster::new(&dev);
+    let timeline = k.record();
+    let spec = |extra: Value| {
+        let mut s = json!({"version": "16.4", "replicas": 1, "storage": {"size": "1Gi"}});
+        s.as_object_mut()
+            .expect("object")
+            .extend(extra.as_object().expect("object").clone());
+        s
+    };
+
+    // Restore on create: the restore Job completes before Ready; no init Job.
+    k.create_db(
+        "restored",
+        spec(json!({"restoreFrom": "orders-backup-29000000"})),
+    )
+    .await
+    .expect("created");
+    // A snapshot that fails, and volumes to retain.
+    k.create_db_with(
+        "fragile",
+        spec(json!({})),
+        json!({"devcluster.windlass.dev/fail-snapshot": "true"}),
+    )
+    .await
+    .expect("created");
+    k.create_db("kept", spec(json!({"deletionPolicy": "Retain"})))
+        .await
+        .expect("created");
+
+    let status = k
+        .status_until("restored", "Ready after the restore", |s| {
+            s["phase"] == "Ready"
+        })
+        .await;
+    assert_eq!(status["restoredFrom"], "orders-backup-29000000");
+    timeline.assert_before(
+        (
+            "the restore Job completing",
+            timeline.first("Job", "restored-restore", complete),
+        ),
+        (
+            "restored reporting Ready",
+            timeline.first("SampleDB", "restored", |e| {
+                e.object["status"]["phase"] == "Ready"
+            }),
+        ),
+    );
+    assert!(
+        timeline
+            .first("SampleDB", "restored", |e| e.object["status"]["phase"]
+                == "Restoring")
+            .is_some(),
+        "restored reported Restoring while the restore ran"
+    );
+    assert!(
+        !timeline.any("Job", "restored-init"),
+        "a restored database is not initialised again"
+    );
+
+    // A failed snapshot keeps everything and says so.
+    k.status_until("fragile", "Ready", |s| s["phase"] == "Ready")
+        .await;
+    k.status_until("kept", "Ready", |s| s["phase"] == "Ready")
+        .await;
+    k.dbs()
+        .delete("fragile", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let status = k
+        .status_until("fragile", "the snapshot failure reported", |s| {
+            condition(s, "Snapshotted").is_some_and(|c| c["reason"] == "SnapshotFailed")
+        })
+        .await;
+    assert_eq!(
+        condition(&status, "Snapshotted").expect("condition")["status"],
+        "False"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let db = k
+        .db("fragile")
+        .await
+        .expect("fragile is kept while its snapshot failed");
+    assert!(db["metadata"]["deletionTimestamp"].is_string());
+    assert!(
+        k.get::<StatefulSet>("fragile").await.is_some(),
+        "the StatefulSet is kept"
+    );
+    assert!(
+        k.get::<PersistentVolumeClaim>("data-fragile-0")
+            .await
+            .is_some(),
+        "the data volume is kept"
+    );
+
+    // Retain: the SampleDB and its StatefulSet go, the volume stays.
+    k.dbs()
+        .delete("kept", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("kept and its StatefulSet gone", || async {
+        (k.db("kept").await.is_none() && k.get::<StatefulSet>("kept").await.is_none()).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        k.get::<PersistentVolumeClaim>("data-kept-0")
+            .await
+            .is_some(),
+        "deletionPolicy Retain keeps the data volume"
+    );
+    dev.shutdown().await;
+}
