@@ -34,32 +34,17 @@ use windlass::{
 };
 use windlass_test_guests as guests;
 
+mod support;
+
+use support::{WAIT, eventually};
+
 const NS: &str = "default";
-const WAIT: Duration = Duration::from_secs(120);
 
 fn sampledb_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("samples.windlass.dev", "v1alpha1", "SampleDB"),
         "sampledbs",
     )
-}
-
-/// Polls `check` until it returns Some, or fails naming `what`.
-async fn eventually<T, F: Future<Output = Option<T>>>(
-    what: &str,
-    mut check: impl FnMut() -> F,
-) -> T {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// Starts `windlass dev` with the five plugins, the backup volume and nothing else.

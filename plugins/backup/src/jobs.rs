@@ -3,16 +3,14 @@
 
 use std::collections::BTreeMap;
 
-use sampledb_api::{BACKUP_MOUNT, CONTAINER, SampleDbSpec, image_with_tag, names};
+use sampledb_api::{CONTAINER, SampleDbSpec, image_with_tag, names, pod};
 use windlass_sdk::{
     Context, Value,
     k8s_openapi::{
         api::{
             batch::v1::JobSpec,
             core::v1::{
-                ConfigMapEnvSource, Container, EnvFromSource, EnvVar, EnvVarSource,
-                ObjectFieldSelector, PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec,
-                SecretKeySelector, Volume, VolumeMount,
+                Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec, PodTemplateSpec,
             },
         },
         apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time},
@@ -22,7 +20,6 @@ use windlass_sdk::{
 use crate::Config;
 
 /// The volume (in the Job's Pod) holding the backup claim.
-const BACKUP_VOLUME: &str = "backups";
 
 /// Labels of the Jobs and their Pods. Deliberately not the database's selector labels
 /// (`app.kubernetes.io/name: sampledb`): the Services must not send clients to a backup Pod.
@@ -88,23 +85,7 @@ pub(crate) fn job_spec(
     writes: bool,
 ) -> JobSpec {
     let name = ctx.name();
-    let secret = names::credentials_secret(name, spec);
-    let secret_env = |var: &str, key: &str| EnvVar {
-        name: var.into(),
-        value_from: Some(EnvVarSource {
-            secret_key_ref: Some(SecretKeySelector {
-                name: secret.clone(),
-                key: key.into(),
-                ..SecretKeySelector::default()
-            }),
-            ..EnvVarSource::default()
-        }),
-        ..EnvVar::default()
-    };
-    let mut env = vec![
-        secret_env("SAMPLEDB_USER", "username"),
-        secret_env("SAMPLEDB_PASSWORD", "password"),
-    ];
+    let (env_from, mut env) = pod::connection_env(name, spec);
     if writes {
         env.push(EnvVar {
             name: "BACKUP_NAME".into(),
@@ -118,24 +99,14 @@ pub(crate) fn job_spec(
             ..EnvVar::default()
         });
     }
+    let (volume, mount) = pod::backup_volume(&config.backup_claim, !writes);
     let container = Container {
         name: component.into(),
         image: Some(image(ctx, spec, config)),
         command: Some(command),
-        env_from: Some(vec![EnvFromSource {
-            config_map_ref: Some(ConfigMapEnvSource {
-                name: names::config_map(name),
-                ..ConfigMapEnvSource::default()
-            }),
-            ..EnvFromSource::default()
-        }]),
+        env_from: Some(env_from),
         env: Some(env),
-        volume_mounts: Some(vec![VolumeMount {
-            name: BACKUP_VOLUME.into(),
-            mount_path: BACKUP_MOUNT.into(),
-            read_only: (!writes).then_some(true),
-            ..VolumeMount::default()
-        }]),
+        volume_mounts: Some(vec![mount]),
         ..Container::default()
     };
     JobSpec {
@@ -148,14 +119,7 @@ pub(crate) fn job_spec(
             spec: Some(PodSpec {
                 restart_policy: Some("Never".into()),
                 containers: vec![container],
-                volumes: Some(vec![Volume {
-                    name: BACKUP_VOLUME.into(),
-                    persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                        claim_name: config.backup_claim.clone(),
-                        ..PersistentVolumeClaimVolumeSource::default()
-                    }),
-                    ..Volume::default()
-                }]),
+                volumes: Some(vec![volume]),
                 ..PodSpec::default()
             }),
         },

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub mod pod;
+
 /// API group of SampleDB.
 pub const GROUP: &str = "samples.windlass.dev";
 /// API version of SampleDB, with its group.

@@ -10,10 +10,9 @@ use windlass_sdk::k8s_openapi::{
     api::{
         apps::v1::{StatefulSet, StatefulSetPersistentVolumeClaimRetentionPolicy, StatefulSetSpec},
         core::v1::{
-            ConfigMap, ConfigMapEnvSource, Container, ContainerPort, EnvFromSource, EnvVar,
-            EnvVarSource, PersistentVolumeClaim, PersistentVolumeClaimSpec, PodSpec,
-            PodTemplateSpec, Probe, SecretKeySelector, Service, ServicePort, ServiceSpec,
-            TCPSocketAction, VolumeMount, VolumeResourceRequirements,
+            ConfigMap, Container, ContainerPort, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+            PodSpec, PodTemplateSpec, Probe, Service, ServicePort, ServiceSpec, TCPSocketAction,
+            VolumeMount, VolumeResourceRequirements,
         },
     },
     apimachinery::pkg::{
@@ -91,36 +90,7 @@ pub(crate) fn config_map(name: &str, namespace: &str, spec: &SampleDbSpec) -> Co
     }
 }
 
-/// What every container talking to the database gets: the ConfigMap as environment, and
-/// `SAMPLEDB_USER` / `SAMPLEDB_PASSWORD` from the credentials Secret.
-pub(crate) fn connection_env(name: &str, spec: &SampleDbSpec) -> (Vec<EnvFromSource>, Vec<EnvVar>) {
-    let secret = names::credentials_secret(name, spec);
-    let from_secret = |var: &str, key: &str| EnvVar {
-        name: var.into(),
-        value_from: Some(EnvVarSource {
-            secret_key_ref: Some(SecretKeySelector {
-                name: secret.clone(),
-                key: key.into(),
-                ..SecretKeySelector::default()
-            }),
-            ..EnvVarSource::default()
-        }),
-        ..EnvVar::default()
-    };
-    (
-        vec![EnvFromSource {
-            config_map_ref: Some(ConfigMapEnvSource {
-                name: names::config_map(name),
-                ..ConfigMapEnvSource::default()
-            }),
-            ..EnvFromSource::default()
-        }],
-        vec![
-            from_secret("SAMPLEDB_USER", "username"),
-            from_secret("SAMPLEDB_PASSWORD", "password"),
-        ],
-    )
-}
+pub(crate) use sampledb_api::pod::connection_env;
 
 /// The database image for the spec's version.
 pub(crate) fn image(spec: &SampleDbSpec, config: &Config) -> String {

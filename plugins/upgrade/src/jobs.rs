@@ -1,16 +1,12 @@
 //! The pre-upgrade backup Job and the upgrade (migration) Job, and how observed Jobs stand.
 
-use sampledb_api::{BACKUP_MOUNT, SampleDbSpec, names, selector_labels};
+use sampledb_api::{SampleDbSpec, names, pod, selector_labels};
 use windlass_sdk::{
     Context,
     k8s_openapi::{
         api::{
             batch::v1::{Job, JobSpec},
-            core::v1::{
-                ConfigMapEnvSource, Container, EnvFromSource, EnvVar, EnvVarSource,
-                PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, SecretKeySelector,
-                Volume, VolumeMount,
-            },
+            core::v1::{Container, PodSpec, PodTemplateSpec},
         },
         apimachinery::pkg::apis::meta::v1::ObjectMeta,
     },
@@ -84,19 +80,8 @@ fn job(
 ) -> Job {
     let mut labels = selector_labels(name);
     labels.insert("app.kubernetes.io/component".into(), "upgrade".into());
-    let secret = names::credentials_secret(name, spec);
-    let from_secret = |var: &str, key: &str| EnvVar {
-        name: var.into(),
-        value_from: Some(EnvVarSource {
-            secret_key_ref: Some(SecretKeySelector {
-                name: secret.clone(),
-                key: key.into(),
-                ..SecretKeySelector::default()
-            }),
-            ..EnvVarSource::default()
-        }),
-        ..EnvVar::default()
-    };
+    let (env_from, env) = pod::connection_env(name, spec);
+    let (volume, mount) = pod::backup_volume(claim, false);
     Job {
         metadata: ObjectMeta {
             name: Some(job_name),
@@ -114,32 +99,12 @@ fn job(
                         name: command[0].into(),
                         image: Some(image.into()),
                         command: Some(command.iter().map(|c| (*c).to_string()).collect()),
-                        env_from: Some(vec![EnvFromSource {
-                            config_map_ref: Some(ConfigMapEnvSource {
-                                name: names::config_map(name),
-                                ..ConfigMapEnvSource::default()
-                            }),
-                            ..EnvFromSource::default()
-                        }]),
-                        env: Some(vec![
-                            from_secret("SAMPLEDB_USER", "username"),
-                            from_secret("SAMPLEDB_PASSWORD", "password"),
-                        ]),
-                        volume_mounts: Some(vec![VolumeMount {
-                            name: "backups".into(),
-                            mount_path: BACKUP_MOUNT.into(),
-                            ..VolumeMount::default()
-                        }]),
+                        env_from: Some(env_from),
+                        env: Some(env),
+                        volume_mounts: Some(vec![mount]),
                         ..Container::default()
                     }],
-                    volumes: Some(vec![Volume {
-                        name: "backups".into(),
-                        persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                            claim_name: claim.into(),
-                            ..PersistentVolumeClaimVolumeSource::default()
-                        }),
-                        ..Volume::default()
-                    }]),
+                    volumes: Some(vec![volume]),
                     ..PodSpec::default()
                 }),
             },
