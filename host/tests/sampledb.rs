@@ -655,7 +655,8 @@ async fn a_sampledb_lives_from_create_through_backup_failover_upgrade_to_a_snaps
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn restore_runs_before_ready_and_a_failed_snapshot_or_retain_keeps_the_volumes() {
+async fn restore_runs_before_ready_a_failed_snapshot_or_retain_keeps_the_volumes_and_delete_does_not()
+ {
     let dev = start().await;
     let k = Cluster::new(&dev);
     let timeline = k.record();
@@ -683,6 +684,9 @@ async fn restore_runs_before_ready_and_a_failed_snapshot_or_retain_keeps_the_vol
     .await
     .expect("created");
     k.create_db("kept", spec(json!({"deletionPolicy": "Retain"})))
+        .await
+        .expect("created");
+    k.create_db("dropped", spec(json!({"deletionPolicy": "Delete"})))
         .await
         .expect("created");
 
@@ -766,6 +770,27 @@ async fn restore_runs_before_ready_and_a_failed_snapshot_or_retain_keeps_the_vol
             .await
             .is_some(),
         "deletionPolicy Retain keeps the data volume"
+    );
+
+    // Delete: no snapshot, and the volume goes with the StatefulSet.
+    k.status_until("dropped", "Ready", |s| s["phase"] == "Ready")
+        .await;
+    k.dbs()
+        .delete("dropped", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("dropped, its StatefulSet and its volume gone", || async {
+        (k.db("dropped").await.is_none()
+            && k.get::<StatefulSet>("dropped").await.is_none()
+            && k.get::<PersistentVolumeClaim>("data-dropped-0")
+                .await
+                .is_none())
+        .then_some(())
+    })
+    .await;
+    assert!(
+        !timeline.any("VolumeSnapshot", "data-dropped-0-final"),
+        "deletionPolicy Delete takes no snapshot"
     );
     dev.shutdown().await;
 }
