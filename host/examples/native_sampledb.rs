@@ -5,7 +5,8 @@
 //! and the plugin machinery, so that the benchmark's ratios price exactly those:
 //!
 //! - one `Controller<DynamicObject>` over SampleDB with the host's default concurrency (16);
-//! - StatefulSets and Services labelled `windlass.dev/parent-uid` through reflectors that both
+//! - the kinds the storage plugin produces (StatefulSets, Services, ConfigMaps, Secrets, Jobs)
+//!   labelled `windlass.dev/parent-uid` through reflectors that both
 //!   cache and trigger the parent (`watches_stream_with`), as `controller/kinds.rs` does;
 //! - the storage decision run natively (`run_json`, what the wasm export runs), on the parent
 //!   and its observed children as JSON;
@@ -32,7 +33,11 @@ use std::{
 use anyhow::Context as _;
 use clap::Parser;
 use futures::StreamExt;
-use k8s_openapi::api::{apps::v1::StatefulSet, core::v1::Service};
+use k8s_openapi::api::{
+    apps::v1::StatefulSet,
+    batch::v1::Job,
+    core::v1::{ConfigMap, Secret, Service},
+};
 use kube::{
     Api, Client, ResourceExt,
     api::{DynamicObject, Patch, PatchParams},
@@ -106,9 +111,13 @@ async fn main() -> anyhow::Result<()> {
     );
     let mut children = Vec::new();
     let mut streams = Vec::new();
+    // Every kind the storage plugin produces (its `info().child_kinds`), as the host watches.
     for ar in [
         ApiResource::erase::<StatefulSet>(&()),
         ApiResource::erase::<Service>(&()),
+        ApiResource::erase::<ConfigMap>(&()),
+        ApiResource::erase::<Secret>(&()),
+        ApiResource::erase::<Job>(&()),
     ] {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
         let writer = reflector::store::Writer::new(ar.clone());

@@ -172,9 +172,15 @@ async fn start(
         );
     }
     let feeders = AbortOnDrop(feeders);
+    let caches = ctx
+        .caches
+        .iter()
+        .map(|(_, _, store)| store.clone())
+        .collect::<Vec<_>>();
     let task = tokio::spawn(async move {
         // Stopping the controller (aborting this task) stops its caches too.
         let _feeders = feeders;
+        wait_for_caches(&caches).await;
         controller
             .run(parent::reconcile, parent::error_policy, ctx)
             .for_each(|result| async move {
@@ -185,6 +191,21 @@ async fn start(
             .await;
     });
     Ok(task)
+}
+
+/// Waits, as the only waiter, until every cache has listed once; reconciles start only then.
+///
+/// # Why
+/// kube-runtime 5.0.0's `Store::wait_until_ready` keeps one waker: of several tasks waiting at
+/// once, only the one that polled last is woken when the cache is ready, and the others wait
+/// forever. With `concurrency` reconciles all waiting on a fresh cache (a restart with many
+/// parents), that stalled all of them but one. Once this single wait has returned, the store
+/// remembers it is ready and every later `wait_until_ready` returns at once.
+async fn wait_for_caches(caches: &[Store<DynamicObject>]) {
+    for store in caches {
+        // An error means the writer is gone: the controller is being stopped anyway.
+        let _ = store.wait_until_ready().await;
+    }
 }
 
 /// Aborts the tasks it holds when dropped.
@@ -207,4 +228,91 @@ fn each_change(
         rx.changed().await.ok()?;
         Some(((), rx))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (
+        reflector::store::Writer<DynamicObject>,
+        Store<DynamicObject>,
+    ) {
+        let ar = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        let writer = reflector::store::Writer::new(ar);
+        let reader = writer.as_reader();
+        (writer, reader)
+    }
+
+    /// How many of `n` tasks that all wait on `store` at once are woken when it becomes ready.
+    /// (A waiter that is not woken is only polled again by its timeout, which then finds the
+    /// store ready: so what counts is finishing well before the timeout.)
+    async fn woken(
+        n: usize,
+        store: &Store<DynamicObject>,
+        writer: &mut reflector::store::Writer<DynamicObject>,
+    ) -> usize {
+        let waiters: Vec<_> = (0..n)
+            .map(|_| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let _ = tokio::time::timeout(Duration::from_secs(3), store.wait_until_ready())
+                        .await;
+                    std::time::Instant::now()
+                })
+            })
+            .collect();
+        // Let every waiter register before the store becomes ready.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let ready_at = std::time::Instant::now();
+        writer.apply_watcher_event(&watcher::Event::Init);
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        let mut woken = 0;
+        for w in waiters {
+            let done = w.await.expect("waiter");
+            woken += usize::from(done.duration_since(ready_at) < Duration::from_secs(1));
+        }
+        woken
+    }
+
+    /// The reason for `wait_for_caches`. When this fails, kube-runtime wakes every waiter and
+    /// the workaround may go.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn kube_wakes_only_one_of_several_tasks_waiting_for_a_store_at_once() {
+        let (mut writer, store) = store();
+        assert_eq!(woken(8, &store, &mut writer).await, 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn after_wait_for_caches_every_waiter_goes_through() {
+        let (mut writer, store) = store();
+        let single = tokio::spawn({
+            let store = store.clone();
+            async move { wait_for_caches(&[store]).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        writer.apply_watcher_event(&watcher::Event::Init);
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        tokio::time::timeout(Duration::from_secs(2), single)
+            .await
+            .expect("the single waiter is woken")
+            .expect("task");
+        let started = std::time::Instant::now();
+        let waiters: Vec<_> = (0..8)
+            .map(|_| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let _ = tokio::time::timeout(Duration::from_secs(3), store.wait_until_ready())
+                        .await;
+                })
+            })
+            .collect();
+        for w in waiters {
+            w.await.expect("task");
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "a reconcile would have waited forever"
+        );
+    }
 }

@@ -81,6 +81,7 @@ pub fn error_policy(obj: Arc<DynamicObject>, error: &Error, ctx: Arc<KindCtx>) -
 }
 
 async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, Error> {
+    tracing::debug!("reconcile starts");
     let Some(pipeline) = ctx.shared.registry.pipeline(&ctx.parent.key()) else {
         return Ok(Action::await_change());
     };
@@ -108,6 +109,7 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
         set_finalizer(obj, ctx, true).await?;
     }
     let observed = observe(obj, ctx).await;
+    tracing::debug!(observed = observed.len(), "observed from the caches");
     let phase = if deleting {
         Phase::Finalize
     } else {
@@ -134,10 +136,12 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
         name: obj.name_any(),
         uid: uid.clone(),
     };
+    tracing::debug!(desired = outcome.desired.len(), "pipeline ran");
     if let Err(e) = apply_all(ctx, &outcome, &parent_ref, &observed).await {
         report_failure(obj, &parent, ctx, &e).await;
         return Err(e);
     }
+    tracing::debug!("applied");
     if !deleting && !outcome.incomplete() {
         let child_kinds: HashSet<String> = pipeline
             .stages
@@ -151,7 +155,9 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
         .await?;
     }
     write_status(obj, ctx, &status::after_success(&parent, &outcome, &now())).await?;
+    tracing::debug!("status written");
     publish_events(obj, ctx, &outcome).await;
+    tracing::debug!(events = outcome.events.len(), "events published");
     if deleting {
         if outcome.finalized {
             set_finalizer(obj, ctx, false).await?;
