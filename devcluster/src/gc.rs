@@ -75,7 +75,9 @@ fn drop_finalizer(cluster: &Cluster, key: &str, ns: &str, name: &str, finalizer:
     });
 }
 
-fn delete(cluster: &Cluster, key: &str, ns: &str, name: &str) {
+/// Deletes an object with background propagation, as the built-in controllers (this GC, the
+/// simulator) do; an object already gone or a resource no longer served is nothing to do.
+pub(crate) fn delete(cluster: &Cluster, key: &str, ns: &str, name: &str) {
     if let Some(rt) = cluster.resource(key) {
         let _ = cluster.delete(
             &rt,

@@ -199,13 +199,9 @@ async fn install_plugin(
         )
     })?;
     let apply = PatchParams::apply("windlass-dev").force();
-    // A big component is a heavy guest (an interpreter inside): keep its instances warm.
-    let instance_mode = if bytes.len() <= CONFIGMAP_LIMIT {
-        "Fresh"
-    } else {
-        "Reuse"
-    };
-    let source = if bytes.len() <= CONFIGMAP_LIMIT {
+    // A component too big for a ConfigMap comes from its file; it is a heavy guest (an
+    // interpreter inside), so its instances are kept warm.
+    let (source, instance_mode) = if bytes.len() <= CONFIGMAP_LIMIT {
         let mut cm: ConfigMap = serde_json::from_value(
             json!({"metadata": {"name": name, "namespace": SYSTEM_NAMESPACE}}),
         )?;
@@ -214,11 +210,12 @@ async fn install_plugin(
             .patch(name, &apply, &Patch::Apply(&cm))
             .await
             .with_context(|| format!("storing plugin {name}"))?;
-        json!({"configMap": {"namespace": SYSTEM_NAMESPACE, "name": name, "key": "plugin.wasm"}})
+        let source = json!({"configMap": {"namespace": SYSTEM_NAMESPACE, "name": name, "key": "plugin.wasm"}});
+        (source, "Fresh")
     } else {
         let path = std::fs::canonicalize(path)
             .with_context(|| format!("resolving plugin {}", path.display()))?;
-        json!({"file": {"path": path}})
+        (json!({"file": {"path": path}}), "Reuse")
     };
     let wp = json!({
         "apiVersion": "windlass.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": name},

@@ -20,7 +20,7 @@ mod job;
 mod statefulset;
 mod workloads;
 
-use crate::api::{Cluster, DeleteOpts, WriteOpts};
+use crate::api::{Cluster, WriteOpts};
 use crate::cluster::Options;
 use crate::patch::PatchType;
 use crate::store::{Event, EventType};
@@ -180,17 +180,7 @@ impl Sim {
 
     /// Deletes an object (in the background).
     pub fn delete(&self, key: &str, ns: &str, name: &str) {
-        if let Some(rt) = self.cluster.resource(key) {
-            let _ = self.cluster.delete(
-                &rt,
-                ns,
-                name,
-                &DeleteOpts {
-                    propagation: Some("Background".into()),
-                    ..DeleteOpts::default()
-                },
-            );
-        }
+        crate::gc::delete(&self.cluster, key, ns, name);
     }
 
     /// A fresh pod IP.

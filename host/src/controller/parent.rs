@@ -108,7 +108,7 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
     if !deleting && finalizes && !has_finalizer {
         set_finalizer(obj, ctx, true).await?;
     }
-    let observed = observe(obj, ctx).await;
+    let observed = observe(obj, ctx);
     tracing::debug!(observed = observed.len(), "observed from the caches");
     let phase = if deleting {
         Phase::Finalize
@@ -173,14 +173,14 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
 }
 
 /// The objects of the observed kinds labelled with this parent's uid, from the watch caches.
-async fn observe(obj: &DynamicObject, ctx: &KindCtx) -> Vec<Value> {
+/// The caches have listed once: the controller reconciles only after that
+/// (`kinds::wait_for_caches`), since a reconcile on a half-filled cache could re-create what
+/// exists (and, for a generated Secret, change it).
+fn observe(obj: &DynamicObject, ctx: &KindCtx) -> Vec<Value> {
     let uid = obj.uid().unwrap_or_default();
     let namespace = obj.namespace();
     let mut out = Vec::new();
     for (_, ar, store) in &ctx.caches {
-        // A reconcile on a half-filled cache could re-create what exists (and, for a generated
-        // Secret, change it): wait until the first list is in.
-        let _ = store.wait_until_ready().await;
         for child in store.state() {
             let labelled = child.labels().get(PARENT_UID_LABEL) == Some(&uid);
             if labelled && (namespace.is_none() || child.namespace() == namespace) {
