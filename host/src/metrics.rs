@@ -33,6 +33,15 @@ pub struct PluginOutcome {
     pub outcome: String,
 }
 
+/// Labels of the write series.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriteOutcome {
+    /// What was written: the child's kind key, or `status` for the parent's status.
+    pub kind: String,
+    /// `applied`, or `unchanged` when the cluster already held it and no request was sent.
+    pub outcome: String,
+}
+
 /// Labels naming a plugin.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PluginLabel {
@@ -68,6 +77,8 @@ pub struct Metrics {
     pub plugin_fuel: Family<PluginLabel, Counter>,
     /// Hot swaps by plugin and result (`swapped`, `unchanged` or the refusal reason).
     pub hot_swaps: Family<PluginOutcome, Counter>,
+    /// Child applies and status patches, sent or skipped as unchanged.
+    pub writes: Family<WriteOutcome, Counter>,
     /// Reconciles running now.
     pub in_flight: Gauge,
     /// 1 while this instance is the leader.
@@ -85,6 +96,7 @@ impl Default for Metrics {
             plugin_memory_bytes: Family::default(),
             plugin_fuel: Family::default(),
             hot_swaps: Family::default(),
+            writes: Family::default(),
             in_flight: Gauge::default(),
             leader: Gauge::default(),
         };
@@ -126,6 +138,11 @@ impl Default for Metrics {
                 m.hot_swaps.clone(),
             );
             r.register(
+                "writes",
+                "Child applies and status patches by kind, sent (applied) or skipped (unchanged)",
+                m.writes.clone(),
+            );
+            r.register(
                 "reconciles_in_flight",
                 "Reconciles running now",
                 m.in_flight.clone(),
@@ -137,6 +154,16 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Counts one child apply or status patch, sent or skipped.
+    pub fn record_write(&self, kind: &str, sent: bool) {
+        self.writes
+            .get_or_create(&WriteOutcome {
+                kind: kind.to_string(),
+                outcome: if sent { "applied" } else { "unchanged" }.to_string(),
+            })
+            .inc();
+    }
+
     /// Records one plugin call.
     pub fn record_call(&self, plugin: &str, stats: &CallStats, outcome: &str) {
         let label = PluginLabel {

@@ -118,6 +118,64 @@ async fn editing_the_spec_updates_children_and_prunes_stale_ones() {
     assert_eq!(children[0].name_any(), "t1-a");
 }
 
+/// The value of one series of the operator's `windlass_writes_total`.
+fn writes(env: &Env, kind: &str, outcome: &str) -> u64 {
+    let text = env.operator.as_ref().unwrap().health.metrics.encode();
+    let series = format!(r#"windlass_writes_total{{kind="{kind}",outcome="{outcome}"}} "#);
+    text.lines()
+        .find_map(|l| l.strip_prefix(series.as_str()))
+        .map_or(0, |v| v.trim().parse().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconcile_that_changes_nothing_writes_nothing_and_drift_is_put_back() {
+    let mut env = Env::start().await;
+    env.with_children_plugin().await;
+    env.create_thing("t1", json!({"names": ["a"], "value": "one"}))
+        .await;
+    eventually("the child", || async {
+        let c = env.children_of("t1").await;
+        (c.len() == 1 && data(&c[0], "value") == "one").then_some(())
+    })
+    .await;
+    let applied = writes(&env, "v1/ConfigMap", "applied");
+    assert!(applied >= 1, "the child was applied once");
+
+    // A change to the parent that leaves the desired child as it is: the parent is
+    // reconciled again, but neither the child nor the status is written.
+    let unchanged = writes(&env, "v1/ConfigMap", "unchanged");
+    env.things()
+        .patch(
+            "t1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"touched": "yes"}}})),
+        )
+        .await
+        .unwrap();
+    eventually("a reconcile that found the child up to date", || async {
+        (writes(&env, "v1/ConfigMap", "unchanged") > unchanged).then_some(())
+    })
+    .await;
+    assert_eq!(writes(&env, "v1/ConfigMap", "applied"), applied);
+    assert!(writes(&env, "status", "unchanged") >= 1);
+
+    // Someone else changes a value the plugin sets: the host puts it back.
+    env.config_maps()
+        .patch(
+            "t1-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"value": "tampered"}})),
+        )
+        .await
+        .unwrap();
+    eventually("the drifted value put back", || async {
+        let c = env.children_of("t1").await;
+        (c.len() == 1 && data(&c[0], "value") == "one").then_some(())
+    })
+    .await;
+    assert!(writes(&env, "v1/ConfigMap", "applied") > applied);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn updating_the_plugins_config_map_swaps_the_logic_without_a_restart() {
     let mut env = Env::start().await;

@@ -15,6 +15,9 @@ pub const PARENT_UID_LABEL: &str = "windlass.dev/parent-uid";
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// Annotation on every child: the plugin (name@digest) that produced it.
 pub const PRODUCED_BY_ANNOTATION: &str = "windlass.dev/produced-by";
+/// Annotation on every child: a hash of what the host last applied (the decorated object
+/// without this annotation). See [`up_to_date`].
+pub const APPLIED_ANNOTATION: &str = "windlass.dev/applied";
 /// The finalizer the host holds while a plugin has cleanup to do.
 pub const FINALIZER: &str = "windlass.dev/finalize";
 
@@ -236,6 +239,77 @@ pub fn controlled_by(object: &Value, uid: &str) -> bool {
         })
 }
 
+/// Records in `object` (a decorated child) the hash of its content, as
+/// [`APPLIED_ANNOTATION`].
+pub fn stamp(object: &mut Value) {
+    use sha2::{Digest, Sha256};
+    if let Some(annotations) = object
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        annotations.remove(APPLIED_ANNOTATION);
+    }
+    // serde_json keeps object keys sorted, so equal objects serialize to equal bytes.
+    let bytes = serde_json::to_vec(&*object).unwrap_or_default();
+    let hash = format!("{:x}", Sha256::digest(&bytes));
+    let meta = ensure_object(object, "metadata");
+    child_map(meta, "annotations").insert(APPLIED_ANNOTATION.into(), json!(hash[..32]));
+}
+
+/// Whether applying `object` (decorated and [`stamp`]ed) would change nothing, judged from the
+/// observed children: the observed object of the same identity carries the same stamp, so the
+/// host last applied exactly these fields, and still holds every one of these values.
+///
+/// # Why both
+/// The values alone are not enough: a field the plugin stopped setting is still there, and only
+/// an apply removes it (server-side apply drops fields a manager no longer sends). The stamp
+/// alone is not enough: someone may have changed a value since. Together they mean the apply is
+/// a no-op, so skipping it saves a write per child per reconcile; anything else is applied.
+pub fn up_to_date(object: &Value, observed: &[Value]) -> bool {
+    let stamp = |o: &Value| {
+        o.pointer("/metadata/annotations")
+            .and_then(|a| a.get(APPLIED_ANNOTATION))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let Some(want) = stamp(object) else {
+        return false;
+    };
+    let id = identity(object);
+    observed
+        .iter()
+        .find(|o| identity(o) == id)
+        .is_some_and(|o| stamp(o).as_deref() == Some(want.as_str()) && holds(o, object))
+}
+
+/// Whether `observed` holds every value of `wanted`: objects key by key (extra observed keys,
+/// such as defaults and status, are fine), arrays element by element with equal length,
+/// scalars equal.
+fn holds(observed: &Value, wanted: &Value) -> bool {
+    match (observed, wanted) {
+        (Value::Object(o), Value::Object(w)) => w.iter().all(|(k, wv)| match o.get(k) {
+            Some(ov) => holds(ov, wv),
+            None => wv.is_null(),
+        }),
+        (Value::Array(o), Value::Array(w)) => {
+            o.len() == w.len() && o.iter().zip(w).all(|(ov, wv)| holds(ov, wv))
+        }
+        (o, w) => o == w,
+    }
+}
+
+/// Whether merging `patch` into `current` (JSON merge patch, RFC 7386) would change nothing.
+pub fn merge_is_noop(current: &Value, patch: &Value) -> bool {
+    match (current, patch) {
+        (Value::Object(c), Value::Object(p)) => p.iter().all(|(k, pv)| match (c.get(k), pv) {
+            (None, Value::Null) => true,
+            (None, _) => false,
+            (Some(cv), pv) => !pv.is_null() && merge_is_noop(cv, pv),
+        }),
+        (c, p) => c == p,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -381,5 +455,92 @@ mod tests {
             .map(|o| o["metadata"]["name"].as_str().unwrap())
             .collect();
         assert_eq!(names, ["orders-old"]);
+    }
+
+    fn stamped(object: Value) -> Value {
+        let mut o = decorate(
+            &desired("v1/ConfigMap", "orders", object),
+            &parent(),
+            Ownership::Controller,
+        );
+        stamp(&mut o);
+        o
+    }
+
+    /// What the cluster would hold after applying `object`: defaults and status added.
+    fn as_stored(object: &Value) -> Value {
+        let mut o = object.clone();
+        o["metadata"]["uid"] = json!("child-uid");
+        o["metadata"]["resourceVersion"] = json!("7");
+        o["data"]["defaulted"] = json!("x");
+        o
+    }
+
+    #[test]
+    fn an_apply_is_skipped_only_when_the_stamp_and_every_value_match() {
+        let v1 = stamped(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "orders", "namespace": "shop"}, "data": {"a": "1", "b": "2"}}));
+        let stored = as_stored(&v1);
+        assert!(up_to_date(&v1, std::slice::from_ref(&stored)));
+        // Stamping is deterministic and ignores an old stamp.
+        let mut again = v1.clone();
+        stamp(&mut again);
+        assert_eq!(again, v1);
+        // Not observed yet.
+        assert!(!up_to_date(&v1, &[]));
+        // Someone changed a value the host sets.
+        let mut drifted = stored.clone();
+        drifted["data"]["a"] = json!("9");
+        assert!(!up_to_date(&v1, &[drifted]));
+        // The plugin stopped setting `b`: the values are all still there, but only an apply
+        // removes `b`, and the stamp differs.
+        let v2 = stamped(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "orders", "namespace": "shop"}, "data": {"a": "1"}}));
+        assert_ne!(
+            v1["metadata"]["annotations"][APPLIED_ANNOTATION],
+            v2["metadata"]["annotations"][APPLIED_ANNOTATION]
+        );
+        assert!(!up_to_date(&v2, std::slice::from_ref(&stored)));
+        // An object another tool wrote, with no stamp.
+        let mut unstamped = stored.clone();
+        unstamped["metadata"]["annotations"]
+            .as_object_mut()
+            .unwrap()
+            .remove(APPLIED_ANNOTATION);
+        assert!(!up_to_date(&v1, &[unstamped]));
+        // Lists compare element by element and by length.
+        let list = stamped(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "orders", "namespace": "shop"}, "spec": {"ports": [{"port": 1}]}}));
+        let mut longer = as_stored(&list);
+        longer["spec"]["ports"] = json!([{"port": 1}, {"port": 2}]);
+        assert!(!up_to_date(&list, &[longer]));
+        let mut defaulted = as_stored(&list);
+        defaulted["spec"]["ports"][0]["protocol"] = json!("TCP");
+        assert!(up_to_date(&list, &[defaulted]));
+    }
+
+    #[test]
+    fn a_merge_patch_is_a_noop_only_when_it_changes_nothing() {
+        let current = json!({"status": {"phase": "Ready", "conditions": [{"type": "A"}], "x": 1}});
+        assert!(merge_is_noop(
+            &current,
+            &json!({"status": {"phase": "Ready"}})
+        ));
+        assert!(merge_is_noop(&current, &json!({"status": {"gone": null}})));
+        assert!(!merge_is_noop(
+            &current,
+            &json!({"status": {"phase": "Failed"}})
+        ));
+        assert!(!merge_is_noop(&current, &json!({"status": {"x": null}})));
+        assert!(!merge_is_noop(&current, &json!({"status": {"new": 1}})));
+        // Arrays are replaced whole by a merge patch.
+        assert!(!merge_is_noop(
+            &current,
+            &json!({"status": {"conditions": []}})
+        ));
+        assert!(merge_is_noop(
+            &current,
+            &json!({"status": {"conditions": [{"type": "A"}]}})
+        ));
     }
 }

@@ -21,7 +21,7 @@ use kube::{
     },
 };
 
-use super::{Error, Shared, apply::PARENT_UID_LABEL, parent};
+use super::{Error, Shared, apply::PARENT_UID_LABEL, index::ChildIndex, parent};
 use crate::crd::ParentKind;
 
 /// What a parent kind's reconciles share.
@@ -34,8 +34,8 @@ pub struct KindCtx {
     pub resource: ApiResource,
     /// Whether parents are namespaced.
     pub namespaced: bool,
-    /// Watch caches of observed kinds: (kind key, resource, store).
-    pub caches: Vec<(String, ApiResource, Store<DynamicObject>)>,
+    /// Watch caches of observed kinds.
+    pub caches: Vec<Cache>,
     /// Parent uid → reference, so that a child's uid label finds its parent.
     pub parents: Mutex<HashMap<String, ObjectRef<DynamicObject>>>,
     /// Consecutive failures per parent uid, for backoff.
@@ -48,6 +48,16 @@ impl std::fmt::Debug for KindCtx {
             .field("parent", &self.parent)
             .finish_non_exhaustive()
     }
+}
+
+/// The watch cache of one observed kind.
+pub struct Cache {
+    /// The kind's resource.
+    pub resource: ApiResource,
+    /// The objects.
+    pub store: Store<DynamicObject>,
+    /// Which of them belong to which parent.
+    pub index: Arc<ChildIndex>,
 }
 
 /// Keeps one controller running per parent kind with a pipeline, until aborted.
@@ -113,19 +123,27 @@ async fn start(
             writer,
             watcher(api, watcher::Config::default().labels(PARENT_UID_LABEL)),
         )
-        .default_backoff()
-        .applied_objects();
+        .default_backoff();
+        let index = Arc::new(ChildIndex::default());
         // The cache is driven by a task of its own, not by the controller: the controller stops
         // polling its triggers while `concurrency` reconciles run, and reconciles wait for the
         // caches to be ready, so a cache fed only through the controller could stall a fresh
-        // start with many parents. The task forwards each change to the controller as a trigger.
+        // start with many parents. The task keeps the child index and forwards each touched
+        // object (applied, listed or deleted) to the controller as a trigger.
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<DynamicObject>();
+        let feeder_index = index.clone();
         feeders.push(tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(event) = stream.next().await {
-                if let Ok(object) = event
-                    && tx.send(object).is_err()
-                {
+                let Ok(event) = event else { continue };
+                feeder_index.apply(&event);
+                let touched = match event {
+                    watcher::Event::Apply(o)
+                    | watcher::Event::InitApply(o)
+                    | watcher::Event::Delete(o) => o,
+                    watcher::Event::Init | watcher::Event::InitDone => continue,
+                };
+                if tx.send(touched).is_err() {
                     return;
                 }
             }
@@ -133,7 +151,11 @@ async fn start(
         let triggers = futures::stream::unfold(rx, |mut rx| async move {
             rx.recv().await.map(|o| (Ok::<_, watcher::Error>(o), rx))
         });
-        caches.push((kind.clone(), ar.clone(), reader));
+        caches.push(Cache {
+            resource: ar.clone(),
+            store: reader,
+            index,
+        });
         streams.push((ar, triggers));
     }
     let ctx = Arc::new(KindCtx {
@@ -175,7 +197,7 @@ async fn start(
     let caches = ctx
         .caches
         .iter()
-        .map(|(_, _, store)| store.clone())
+        .map(|cache| cache.store.clone())
         .collect::<Vec<_>>();
     let task = tokio::spawn(async move {
         // Stopping the controller (aborting this task) stops its caches too.

@@ -6,6 +6,7 @@
 //!   loads and smoke-calls each version, and swaps it in only when every step passed.
 //! - `registry.rs`: the pipelines, one immutable snapshot per parent kind.
 //! - `kinds.rs`: starts and stops one controller per parent kind as WasmPlugins come and go.
+//! - `index.rs`: which cached children carry which parent's uid label.
 //! - `parent.rs`: one reconcile: observe, run the pipeline, apply, prune, status, finalize.
 //! - `apply.rs`, `status.rs`: the pure decisions those make.
 //! - `leader.rs`: leader election on a Lease.
@@ -13,6 +14,7 @@
 pub mod apply;
 mod discovery;
 pub mod fetch;
+pub mod index;
 mod kinds;
 pub mod leader;
 mod parent;

@@ -154,8 +154,15 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
         )
         .await?;
     }
-    write_status(obj, ctx, &status::after_success(&parent, &outcome, &now())).await?;
-    tracing::debug!("status written");
+    let patch = status::after_success(&parent, &outcome, &now());
+    let status_unchanged = apply::merge_is_noop(&parent, &patch);
+    ctx.shared.metrics.record_write("status", !status_unchanged);
+    if status_unchanged {
+        tracing::debug!("status unchanged");
+    } else {
+        write_status(obj, ctx, &patch).await?;
+        tracing::debug!("status written");
+    }
     publish_events(obj, ctx, &outcome).await;
     tracing::debug!(events = outcome.events.len(), "events published");
     if deleting {
@@ -180,18 +187,30 @@ fn observe(obj: &DynamicObject, ctx: &KindCtx) -> Vec<Value> {
     let uid = obj.uid().unwrap_or_default();
     let namespace = obj.namespace();
     let mut out = Vec::new();
-    for (_, ar, store) in &ctx.caches {
-        for child in store.state() {
-            let labelled = child.labels().get(PARENT_UID_LABEL) == Some(&uid);
-            if labelled && (namespace.is_none() || child.namespace() == namespace) {
-                let mut child = (*child).clone();
-                child.types = Some(TypeMeta {
-                    api_version: ar.api_version.clone(),
-                    kind: ar.kind.clone(),
-                });
-                if let Ok(v) = serde_json::to_value(&child) {
-                    out.push(v);
-                }
+    for cache in &ctx.caches {
+        for (ns, name) in cache.index.children(&uid) {
+            if namespace.as_ref().is_some_and(|parent_ns| *parent_ns != ns) {
+                continue;
+            }
+            let mut key = ObjectRef::new_with(&name, cache.resource.clone());
+            if !ns.is_empty() {
+                key = key.within(&ns);
+            }
+            // The index and the store are fed by the same events; an object the index knows
+            // but the store no longer has was deleted in between.
+            let Some(child) = cache.store.get(&key) else {
+                continue;
+            };
+            if child.labels().get(PARENT_UID_LABEL) != Some(&uid) {
+                continue;
+            }
+            let mut child = (*child).clone();
+            child.types = Some(TypeMeta {
+                api_version: cache.resource.api_version.clone(),
+                kind: cache.resource.kind.clone(),
+            });
+            if let Ok(v) = serde_json::to_value(&child) {
+                out.push(v);
             }
         }
     }
@@ -227,7 +246,8 @@ async fn run_pipeline(
 }
 
 /// Server-side applies every desired object, decorated with owner (see [`apply::ownership`]),
-/// labels and provenance.
+/// labels, provenance and the applied stamp — except those the cluster already holds exactly
+/// as they would be applied ([`apply::up_to_date`]).
 async fn apply_all(
     ctx: &KindCtx,
     outcome: &Outcome,
@@ -236,11 +256,32 @@ async fn apply_all(
 ) -> Result<(), Error> {
     let client = &ctx.shared.client;
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    let writes = outcome.desired.iter().map(|desired| {
+    let mut unchanged = 0;
+    let changed: Vec<_> = outcome
+        .desired
+        .iter()
+        .filter_map(|desired| {
+            let ownership = apply::ownership(desired, observed, &parent.uid);
+            let mut object = apply::decorate(desired, parent, ownership);
+            apply::stamp(&mut object);
+            let skip = apply::up_to_date(&object, observed);
+            ctx.shared.metrics.record_write(&desired.object.kind, !skip);
+            if skip {
+                unchanged += 1;
+                None
+            } else {
+                Some((desired, object))
+            }
+        })
+        .collect();
+    tracing::debug!(
+        unchanged,
+        changed = changed.len(),
+        "skipping applies that would change nothing"
+    );
+    let writes = changed.into_iter().map(|(desired, object)| {
         let params = params.clone();
         async move {
-            let ownership = apply::ownership(desired, observed, &parent.uid);
-            let object = apply::decorate(desired, parent, ownership);
             let describe = crate::policy::describe(&desired.object);
             let (ar, namespaced) = ctx.shared.discovery.resolve(&desired.object.kind).await?;
             let api: Api<DynamicObject> = match (&desired.object.namespace, namespaced) {
