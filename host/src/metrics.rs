@@ -33,6 +33,13 @@ pub struct PluginOutcome {
     pub outcome: String,
 }
 
+/// Labels naming a parent kind.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    /// Parent kind (`group/version/Kind`).
+    pub kind: String,
+}
+
 /// Labels of the write series.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WriteOutcome {
@@ -79,6 +86,8 @@ pub struct Metrics {
     pub hot_swaps: Family<PluginOutcome, Counter>,
     /// Child applies and status patches, sent or skipped as unchanged.
     pub writes: Family<WriteOutcome, Counter>,
+    /// Parents waiting for a reconcile to start, by parent kind (see `controller::queue`).
+    pub queue_depth: Family<KindLabel, Gauge>,
     /// Reconciles running now.
     pub in_flight: Gauge,
     /// 1 while this instance is the leader.
@@ -97,6 +106,7 @@ impl Default for Metrics {
             plugin_fuel: Family::default(),
             hot_swaps: Family::default(),
             writes: Family::default(),
+            queue_depth: Family::default(),
             in_flight: Gauge::default(),
             leader: Gauge::default(),
         };
@@ -141,6 +151,11 @@ impl Default for Metrics {
                 "writes",
                 "Child applies and status patches by kind, sent (applied) or skipped (unchanged)",
                 m.writes.clone(),
+            );
+            r.register(
+                "reconcile_queue_depth",
+                "Parents waiting for a reconcile because they, a child or the pipeline changed",
+                m.queue_depth.clone(),
             );
             r.register(
                 "reconciles_in_flight",

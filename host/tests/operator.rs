@@ -482,6 +482,16 @@ async fn a_fresh_start_with_many_existing_parents_reconciles_them_all() {
     let mut config = operator_config("test", None);
     config.settings.concurrency = 2;
     env.run_operator_with(config).await;
+    // The queue depth, sampled while the backlog drains: 20 parents wait for 2 slots.
+    let metrics = env.operator.as_ref().unwrap().health.metrics.clone();
+    let sampler = tokio::spawn(async move {
+        let mut deepest = 0;
+        for _ in 0..2_000 {
+            deepest = deepest.max(queue_depth(&metrics.encode()));
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        deepest
+    });
     for i in 0..20 {
         let name = format!("p{i}");
         eventually(&format!("{name} reconciled"), || async {
@@ -490,6 +500,25 @@ async fn a_fresh_start_with_many_existing_parents_reconciles_them_all() {
         })
         .await;
     }
+    let deepest = sampler.await.unwrap();
+    assert!(
+        deepest >= 5,
+        "the backlog showed in the queue depth: {deepest}"
+    );
+    let metrics = &env.operator.as_ref().unwrap().health.metrics;
+    eventually("an empty queue once every parent is reconciled", || async {
+        (queue_depth(&metrics.encode()) == 0).then_some(())
+    })
+    .await;
+}
+
+/// The Thing kind's `windlass_reconcile_queue_depth`.
+fn queue_depth(metrics: &str) -> i64 {
+    let series = r#"windlass_reconcile_queue_depth{kind="example.com/v1/Thing"} "#;
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series))
+        .map_or(-1, |v| v.trim().parse().unwrap())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,7 +10,7 @@ use std::{
 
 use futures::StreamExt;
 use kube::{
-    Api,
+    Api, ResourceExt,
     api::DynamicObject,
     discovery::ApiResource,
     runtime::{
@@ -21,8 +21,9 @@ use kube::{
     },
 };
 
-use super::{Error, Shared, apply::PARENT_UID_LABEL, index::ChildIndex, parent};
+use super::{Error, Shared, apply::PARENT_UID_LABEL, index::ChildIndex, parent, queue::Queue};
 use crate::crd::ParentKind;
+use crate::metrics::KindLabel;
 
 /// What a parent kind's reconciles share.
 pub struct KindCtx {
@@ -40,6 +41,8 @@ pub struct KindCtx {
     pub parents: Mutex<HashMap<String, ObjectRef<DynamicObject>>>,
     /// Consecutive failures per parent uid, for backoff.
     pub failures: Mutex<HashMap<String, u32>>,
+    /// Parents waiting for a reconcile (the queue-depth metric).
+    pub queue: Arc<Queue>,
 }
 
 impl std::fmt::Debug for KindCtx {
@@ -111,6 +114,13 @@ async fn start(
     let key = parent.key();
     let (resource, namespaced) = shared.discovery.resolve(&key).await?;
     let client = shared.client.clone();
+    let queue = Arc::new(Queue::new(
+        shared
+            .metrics
+            .queue_depth
+            .get_or_create(&KindLabel { kind: key.clone() })
+            .clone(),
+    ));
     let mut caches = Vec::new();
     let mut streams = Vec::new();
     let mut feeders = Vec::new();
@@ -132,6 +142,7 @@ async fn start(
         // object (applied, listed or deleted) to the controller as a trigger.
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<DynamicObject>();
         let feeder_index = index.clone();
+        let feeder_queue = queue.clone();
         feeders.push(tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(event) = stream.next().await {
@@ -143,6 +154,9 @@ async fn start(
                     | watcher::Event::Delete(o) => o,
                     watcher::Event::Init | watcher::Event::InitDone => continue,
                 };
+                if let Some(uid) = touched.labels().get(PARENT_UID_LABEL) {
+                    feeder_queue.child_changed(uid);
+                }
                 if tx.send(touched).is_err() {
                     return;
                 }
@@ -166,11 +180,46 @@ async fn start(
         caches,
         parents: Mutex::new(HashMap::new()),
         failures: Mutex::new(HashMap::new()),
+        queue: queue.clone(),
     });
+    // The parents' watch, drained by a task of its own like the children's, so that the queue
+    // depth counts a change when it arrives, not when the controller gets round to it.
     let api: Api<DynamicObject> = Api::all_with(client, &resource);
-    let mut controller = Controller::new_with(api, watcher::Config::default(), resource.clone())
+    let writer = reflector::store::Writer::new(resource.clone());
+    let parents = writer.as_reader();
+    let stream =
+        reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Result<DynamicObject, watcher::Error>>();
+    let feeder_queue = queue.clone();
+    feeders.push(tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            let trigger = match event {
+                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                    feeder_queue.parent_changed(&o.uid().unwrap_or_default());
+                    Ok(o)
+                }
+                Ok(watcher::Event::Delete(o)) => {
+                    feeder_queue.parent_deleted(&o.uid().unwrap_or_default());
+                    continue;
+                }
+                Ok(watcher::Event::Init | watcher::Event::InitDone) => continue,
+                // Passed on for the controller to report, as its own watch did.
+                Err(e) => Err(e),
+            };
+            if tx.send(trigger).is_err() {
+                return;
+            }
+        }
+    }));
+    let parent_triggers =
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|o| (o, rx)) });
+    let swapped = queue.clone();
+    let mut controller = Controller::for_stream_with(parent_triggers, parents, resource.clone())
         .with_config(ControllerConfig::default().concurrency(shared.settings.concurrency))
-        .reconcile_all_on(each_change(shared.registry.trigger(&key)));
+        .reconcile_all_on(
+            each_change(shared.registry.trigger(&key)).inspect(move |()| swapped.all_changed()),
+        );
     for (ar, stream) in streams {
         let ctx = ctx.clone();
         controller = controller.watches_stream_with(

@@ -7,6 +7,7 @@
 //! - `registry.rs`: the pipelines, one immutable snapshot per parent kind.
 //! - `kinds.rs`: starts and stops one controller per parent kind as WasmPlugins come and go.
 //! - `index.rs`: which cached children carry which parent's uid label.
+//! - `queue.rs`: how many parents wait for a reconcile (the queue-depth metric).
 //! - `parent.rs`: one reconcile: observe, run the pipeline, apply, prune, status, finalize.
 //! - `apply.rs`, `status.rs`: the pure decisions those make.
 //! - `leader.rs`: leader election on a Lease.
@@ -19,6 +20,7 @@ mod kinds;
 pub mod leader;
 mod parent;
 mod plugins;
+mod queue;
 mod registry;
 pub mod status;
 

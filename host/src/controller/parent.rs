@@ -34,6 +34,7 @@ use crate::{
 /// Reconciles one parent.
 pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<KindCtx>) -> Result<Action, Error> {
     let started = Instant::now();
+    ctx.queue.started(&obj.uid().unwrap_or_default());
     let metrics = &ctx.shared.metrics;
     metrics.in_flight.inc();
     let span = tracing::info_span!(

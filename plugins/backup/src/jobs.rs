@@ -19,8 +19,6 @@ use windlass_sdk::{
 
 use crate::Config;
 
-/// The volume (in the Job's Pod) holding the backup claim.
-
 /// Labels of the Jobs and their Pods. Deliberately not the database's selector labels
 /// (`app.kubernetes.io/name: sampledb`): the Services must not send clients to a backup Pod.
 pub(crate) fn labels(name: &str, component: &str) -> BTreeMap<String, String> {
