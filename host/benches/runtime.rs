@@ -39,6 +39,12 @@ fn observed() -> Vec<String> {
                "spec": {"replicas": 3, "serviceName": "example-database-headless"},
                "status": {"replicas": 3, "readyReplicas": 3, "currentRevision": "example-database-5d8f"}})
         .to_string(),
+        // The generated credentials, as every reconcile after the first observes them: the
+        // plugin re-emits them, so (a)–(d) agree instead of each generating its own password.
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "immutable": true,
+               "metadata": {"name": "example-database-credentials", "namespace": "default"},
+               "data": {"username": "c2FtcGxlZGI=", "password": "c2VjcmV0LWZvci10aGUtYmVuY2g="}})
+        .to_string(),
     ]
 }
 
