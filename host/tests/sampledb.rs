@@ -305,6 +305,14 @@ impl Timeline {
         self.first(kind, name, |_| true).is_some()
     }
 
+    /// Whether an object of `kind` whose name starts with `prefix` ever changed.
+    fn any_prefixed(&self, kind: &str, prefix: &str) -> bool {
+        let events = self.events.lock().expect("timeline");
+        events
+            .iter()
+            .any(|e| e.kind == kind && e.name.starts_with(prefix))
+    }
+
     /// Fails unless `earlier` (when it happened at all) preceded `later`.
     fn assert_before(&self, earlier: (&str, Option<u64>), later: (&str, Option<u64>)) {
         let (a, b) = (
@@ -586,6 +594,10 @@ async fn a_sampledb_lives_from_create_through_backup_failover_upgrade_to_a_snaps
     k.patch_spec("orders", json!({"version": "17.0"})).await;
 
     // Delete with deletionPolicy Snapshot: snapshots ready before the StatefulSet and PVCs go.
+    let uid = k.db("orders").await.expect("orders")["metadata"]["uid"]
+        .as_str()
+        .expect("a uid")
+        .to_string();
     k.dbs()
         .delete("orders", &DeleteParams::default())
         .await
@@ -616,7 +628,7 @@ async fn a_sampledb_lives_from_create_through_backup_failover_upgrade_to_a_snaps
         ),
     );
     for i in 0..3 {
-        let name = format!("data-orders-{i}-final");
+        let name = format!("data-orders-{i}-final-{}", &uid.replace('-', "")[..8]);
         let snap = snapshots
             .get(&name)
             .await
@@ -651,6 +663,41 @@ async fn a_sampledb_lives_from_create_through_backup_failover_upgrade_to_a_snaps
             ),
         );
     }
+
+    // The same name again: its final snapshots are its own, beside its predecessor's.
+    k.create_db(
+        "orders",
+        json!({"version": "17.0", "replicas": 1, "storage": {"size": "1Gi"}}),
+    )
+    .await
+    .expect("created again");
+    k.status_until("orders", "Ready again", |s| s["phase"] == "Ready")
+        .await;
+    let again = k.db("orders").await.expect("orders")["metadata"]["uid"]
+        .as_str()
+        .expect("a uid")
+        .replace('-', "");
+    k.dbs()
+        .delete("orders", &DeleteParams::default())
+        .await
+        .expect("delete again");
+    eventually("the second orders gone after its own snapshot", || async {
+        k.db("orders").await.is_none().then_some(())
+    })
+    .await;
+    let own = snapshots
+        .get(&format!("data-orders-0-final-{}", &again[..8]))
+        .await
+        .expect("the second SampleDB's own snapshot");
+    assert_eq!(own.data["status"]["readyToUse"], true);
+    let first = snapshots
+        .get(&format!(
+            "data-orders-0-final-{}",
+            &uid.replace('-', "")[..8]
+        ))
+        .await
+        .expect("the first SampleDB's snapshot is still there");
+    assert_ne!(own.name_any(), first.name_any());
     dev.shutdown().await;
 }
 
@@ -789,7 +836,7 @@ async fn restore_runs_before_ready_a_failed_snapshot_or_retain_keeps_the_volumes
     })
     .await;
     assert!(
-        !timeline.any("VolumeSnapshot", "data-dropped-0-final"),
+        !timeline.any_prefixed("VolumeSnapshot", "data-dropped-"),
         "deletionPolicy Delete takes no snapshot"
     );
     dev.shutdown().await;

@@ -125,7 +125,7 @@ fn snapshot(ctx: &Context, config: &Config, out: &mut Output) {
     let mut pending = Vec::new();
     let mut ready = Vec::new();
     for pvc in &pvcs {
-        let snap = names::final_snapshot(pvc);
+        let snap = names::final_snapshot(pvc, ctx.uid());
         let mut object = json!({
             "apiVersion": "snapshot.storage.k8s.io/v1",
             "kind": "VolumeSnapshot",
@@ -218,7 +218,7 @@ fn snapshot_state(ctx: &Context, snap: &str) -> Snap {
         && made < born
     {
         return Snap::Failed(format!(
-            "a VolumeSnapshot {snap} older than this SampleDB already exists (from an earlier SampleDB of this name); rename or delete it"
+            "a VolumeSnapshot {snap} older than this SampleDB already exists (not taken of this SampleDB's data); rename or delete it"
         ));
     }
     if let Some(message) = observed.pointer("/status/error").map(|e| {

@@ -222,9 +222,17 @@ pub mod names {
     pub fn upgrade_job(name: &str, version: &str) -> String {
         format!("{name}-upgrade-{}", version.replace('.', "-"))
     }
-    /// The VolumeSnapshot of a data PVC taken when the SampleDB is deleted.
-    pub fn final_snapshot(pvc: &str) -> String {
-        format!("{pvc}-final")
+    /// The VolumeSnapshot of a data PVC taken when the SampleDB with uid `uid` is deleted.
+    /// Snapshots outlive their SampleDB, so the name carries the start of its uid: a SampleDB
+    /// created again under the same name takes its own snapshots instead of colliding with its
+    /// predecessor's.
+    pub fn final_snapshot(pvc: &str, uid: &str) -> String {
+        let short: String = uid.chars().filter(|c| *c != '-').take(8).collect();
+        if short.is_empty() {
+            format!("{pvc}-final")
+        } else {
+            format!("{pvc}-final-{short}")
+        }
     }
     /// The final dump Job run on delete when the backup plugin is configured for dumps
     /// instead of VolumeSnapshots.
@@ -287,6 +295,18 @@ pub fn image_with_tag(image: &str, version: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn final_snapshots_of_two_sampledbs_of_one_name_differ() {
+        let first = names::final_snapshot("data-orders-0", "9d0c7c57-3a7e-4c55-b2a4-6d8f1b1f5e01");
+        let second = names::final_snapshot("data-orders-0", "4c1f0d6e-0000-4000-8000-000000000001");
+        assert_eq!(first, "data-orders-0-final-9d0c7c57");
+        assert_ne!(first, second);
+        assert_eq!(
+            names::final_snapshot("data-orders-0", ""),
+            "data-orders-0-final"
+        );
+    }
 
     #[test]
     fn versions_are_two_or_three_numbers() {

@@ -47,7 +47,7 @@ fn the_snapshot_policy_snapshots_every_data_volume_and_waits_for_them() {
     let out = run(&three_volumes());
     let snaps = snapshots(&out);
     assert_eq!(snaps.len(), 3);
-    assert_eq!(snaps[0]["metadata"]["name"], "data-orders-0-final");
+    assert_eq!(snaps[0]["metadata"]["name"], "data-orders-0-final-4c1f0d6e");
     assert_eq!(
         snaps[2]["spec"]["source"]["persistentVolumeClaimName"],
         "data-orders-2"
@@ -70,9 +70,9 @@ fn the_snapshot_policy_snapshots_every_data_volume_and_waits_for_them() {
 fn the_sampledb_goes_only_once_every_snapshot_is_ready_to_use() {
     let ready = json!({"readyToUse": true});
     let two = three_volumes().observed([
-        snapshot("data-orders-0-final", ready.clone()),
-        snapshot("data-orders-1-final", ready.clone()),
-        snapshot("data-orders-2-final", json!({"readyToUse": false})),
+        snapshot("data-orders-0-final-4c1f0d6e", ready.clone()),
+        snapshot("data-orders-1-final-4c1f0d6e", ready.clone()),
+        snapshot("data-orders-2-final-4c1f0d6e", json!({"readyToUse": false})),
     ]);
     let out = run(&two);
     assert!(!out.is_finalized());
@@ -83,9 +83,9 @@ fn the_sampledb_goes_only_once_every_snapshot_is_ready_to_use() {
             .starts_with("2/3")
     );
     let all = three_volumes().observed([
-        snapshot("data-orders-0-final", ready.clone()),
-        snapshot("data-orders-1-final", ready.clone()),
-        snapshot("data-orders-2-final", ready),
+        snapshot("data-orders-0-final-4c1f0d6e", ready.clone()),
+        snapshot("data-orders-1-final-4c1f0d6e", ready.clone()),
+        snapshot("data-orders-2-final-4c1f0d6e", ready),
     ]);
     let out = run(&all);
     assert!(out.is_finalized());
@@ -100,9 +100,9 @@ fn the_sampledb_goes_only_once_every_snapshot_is_ready_to_use() {
 #[test]
 fn a_failed_snapshot_holds_the_finalizer_and_keeps_the_data() {
     let failed = three_volumes().observed([
-        snapshot("data-orders-0-final", json!({"readyToUse": true})),
+        snapshot("data-orders-0-final-4c1f0d6e", json!({"readyToUse": true})),
         snapshot(
-            "data-orders-1-final",
+            "data-orders-1-final-4c1f0d6e",
             json!({"readyToUse": false, "error": {"message": "quota exceeded"}}),
         ),
     ]);
@@ -125,7 +125,7 @@ fn a_failed_snapshot_holds_the_finalizer_and_keeps_the_data() {
 
 #[test]
 fn a_snapshot_older_than_the_sampledb_does_not_count_as_its_copy() {
-    let mut stale = snapshot("data-orders-0-final", json!({"readyToUse": true}));
+    let mut stale = snapshot("data-orders-0-final-4c1f0d6e", json!({"readyToUse": true}));
     stale["metadata"]["creationTimestamp"] = json!("2025-06-01T00:00:00Z");
     let out =
         run(&deleting("Snapshot").observed([observed_sts(1, 1), pvc("data-orders-0"), stale]));
@@ -167,8 +167,8 @@ fn a_late_volume_cache_never_lets_data_go_unsnapshotted() {
         observed_sts(3, 3),
         pvc("data-orders-0"),
         pvc("data-orders-1"),
-        snapshot("data-orders-0-final", json!({"readyToUse": true})),
-        snapshot("data-orders-1-final", json!({"readyToUse": true})),
+        snapshot("data-orders-0-final-4c1f0d6e", json!({"readyToUse": true})),
+        snapshot("data-orders-1-final-4c1f0d6e", json!({"readyToUse": true})),
     ]));
     assert!(!out.is_finalized());
     let c = out.condition_of("Snapshotted").unwrap();
