@@ -98,7 +98,7 @@ pub struct Reported<T> {
 pub struct Outcome {
     /// The desired set after the last plugin.
     pub desired: Vec<Desired>,
-    /// The status fragments, merged in order (JSON merge patch).
+    /// The status fragments, composed in order into one JSON merge patch (a `null` deletes).
     pub status: Map<String, Value>,
     /// Conditions, with the plugin that reported each.
     pub conditions: Vec<Reported<Condition>>,
@@ -363,13 +363,12 @@ pub fn kind_of(object: &Value) -> String {
     format!("{}/{}", field("apiVersion"), field("kind"))
 }
 
-/// JSON merge patch (RFC 7386) of `patch` into `target`.
+/// Composes two JSON merge patches (RFC 7386): `target` becomes one patch that does what
+/// `target` and then `patch` do. A `null` stays in the result, so a later plugin can delete a
+/// field from the parent's status (an earlier plugin's value for it is dropped).
 pub fn merge(target: &mut Map<String, Value>, patch: Map<String, Value>) {
     for (key, value) in patch {
         match value {
-            Value::Null => {
-                target.remove(&key);
-            }
             Value::Object(patch) => match target.get_mut(&key) {
                 Some(Value::Object(existing)) => merge(existing, patch),
                 _ => {
@@ -391,7 +390,7 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn status_fragments_merge_as_json_merge_patch() {
+    fn status_fragments_compose_as_json_merge_patches() {
         let mut status = Map::new();
         let obj = |v: Value| v.as_object().cloned().unwrap();
         merge(
@@ -402,9 +401,10 @@ mod tests {
             &mut status,
             obj(json!({"phase": "Ready", "storage": {"ready": 3, "size": null}})),
         );
+        // `size: null` deletes the field from the parent's status when the patch is written.
         assert_eq!(
             Value::Object(status),
-            json!({"phase": "Ready", "storage": {"ready": 3}})
+            json!({"phase": "Ready", "storage": {"ready": 3, "size": null}})
         );
     }
 

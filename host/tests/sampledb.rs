@@ -552,8 +552,18 @@ async fn a_sampledb_lives_from_create_through_backup_failover_upgrade_to_a_snaps
 
     // Upgrade 16.4 → 17.0: backup Job, then upgrade Job, then the roll.
     k.patch_spec("orders", json!({"version": "17.0"})).await;
-    k.status_until("orders", "running 17.0", |s| s["currentVersion"] == "17.0")
+    let status = k
+        .status_until("orders", "running 17.0", |s| s["currentVersion"] == "17.0")
         .await;
+    // The commitment recorded while the data was migrated is cleared with the new version.
+    assert!(
+        timeline
+            .first("SampleDB", "orders", |e| e.object["status"]["upgradingTo"]
+                == "17.0")
+            .is_some(),
+        "upgradingTo recorded during the migration"
+    );
+    assert!(status.get("upgradingTo").is_none(), "{status}");
     let sts: StatefulSet = k.get("orders").await.expect("StatefulSet");
     assert_eq!(image(&sts), "sampledb:17.0");
     for i in 0..3 {

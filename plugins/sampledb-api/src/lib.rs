@@ -133,6 +133,10 @@ pub struct SampleDbStatus {
     /// The version the database runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_version: Option<String>,
+    /// The version the data is being migrated to, from the start of the upgrade Job until
+    /// every replica runs it; that upgrade is finished before a newer `spec.version` counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrading_to: Option<String>,
     /// Ready database Pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_replicas: Option<i32>,

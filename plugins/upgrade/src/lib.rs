@@ -20,6 +20,11 @@
 //!      replica runs the new image and is ready, `currentVersion` becomes the target
 //!      (`Upgraded`, with a Normal event).
 //!
+//!   `status.upgradingTo` records the target once the upgrade Job is applied: from then on the
+//!   data is being migrated, so that upgrade is finished (image, roll, `currentVersion`) even
+//!   if `spec.version` changes again meanwhile — back to the old version or on to another —
+//!   and only then is the new `spec.version` considered.
+//!
 //!   Both Jobs stay desired throughout (the host would prune them, and they would run again),
 //!   and one more run after the upgrade, until the parent's status records the new version. A
 //!   failed Job is kept and not retried (`PreUpgradeBackupFailed`, `UpgradeJobFailed`, with a
@@ -95,6 +100,37 @@ impl Plugin for Upgrade {
             )));
         };
         out.status("currentVersion", current);
+        // An upgrade whose migration has started is finished first, whatever spec.version says
+        // now: the data is (being) migrated to that version, so neither the running version's
+        // image nor another target may run on it.
+        if let Some(committed) = ctx
+            .status("/upgradingTo")
+            .and_then(Value::as_str)
+            .filter(|v| *v != current)
+        {
+            if parse_version(committed).is_none() {
+                return Err(Error::Failed(format!(
+                    "status.upgradingTo: {committed:?} is not a version"
+                )));
+            }
+            let committed = committed.to_string();
+            upgrade(ctx, &spec, &config, current, &committed, &mut out)?;
+            if committed != target
+                && let Some(c) = out.condition_of(CONDITION).filter(|c| !c.status).cloned()
+            {
+                out.condition(
+                    CONDITION,
+                    false,
+                    &c.reason,
+                    format!(
+                        "{}; spec.version is now {target}, which is considered once the \
+                         upgrade to {committed} is done (the data is already being migrated)",
+                        c.message
+                    ),
+                );
+            }
+            return Ok(out);
+        }
         match compare_versions(target, current) {
             Some(std::cmp::Ordering::Equal) => {
                 out.condition(CONDITION, true, "UpToDate", format!("running {current}"));
@@ -163,7 +199,7 @@ fn upgrade(
 ) -> Result<()> {
     let name = ctx.name();
     out.requeue_after(REQUEUE);
-    let Some(new_image) =
+    let Some(storage_image) =
         database_container(out, name).and_then(|c| c.get("image")?.as_str().map(str::to_string))
     else {
         out.condition(
@@ -178,7 +214,10 @@ fn upgrade(
         );
         return Ok(());
     };
-    let current_image = image_with_tag(&new_image, current);
+    // Storage's image is for spec.version, which differs from `target` while a committed
+    // upgrade is finished.
+    let new_image = image_with_tag(&storage_image, target);
+    let current_image = image_with_tag(&storage_image, current);
     let claim = &config.backup_claim;
     // While the data is not migrated, the database keeps running the current version.
     let wait = |out: &mut Output, reason: &str, message: String, failed: bool| {
@@ -216,6 +255,8 @@ fn upgrade(
         }
     }
 
+    // From here on the data changes: the upgrade is committed (see `reconcile`).
+    out.status("upgradingTo", target);
     let migration = names::upgrade_job(name, target);
     out.apply(&jobs::upgrade(
         name, spec, current, target, &new_image, claim,
@@ -239,11 +280,13 @@ fn upgrade(
         }
     }
 
-    // The data is migrated: storage's image (the new version) stays, and the StatefulSet rolls.
+    // The data is migrated: the new version's image, and the StatefulSet rolls.
+    hold_image(out, name, target);
     if rolled(ctx, name, &new_image) {
         // Storage's phase stands. The Jobs stay desired in this run: the next one, which sees
         // the new currentVersion, drops them.
         out.status("currentVersion", target);
+        out.status("upgradingTo", Value::Null);
         let message = format!("upgraded from {current} to {target}");
         out.condition(CONDITION, true, "Upgraded", message.clone());
         out.event("Upgraded", message);

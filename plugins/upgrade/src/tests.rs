@@ -185,6 +185,7 @@ fn an_upgrade_backs_up_then_migrates_then_rolls() {
     assert_eq!(jobs(&out), [backup, migration]);
     assert_eq!(image(&out), "mirror/sampledb:16.4");
     assert_eq!(reason(&out), (false, "UpgradeJobRunning"));
+    assert_eq!(out.status_fragment()["upgradingTo"], "17.0");
     let pod = &out.find("batch/v1/Job", migration).unwrap()["spec"]["template"]["spec"];
     assert_eq!(pod["containers"][0]["image"], "mirror/sampledb:17.0");
     assert_eq!(
@@ -211,6 +212,7 @@ fn an_upgrade_backs_up_then_migrates_then_rolls() {
     assert_eq!(image(&out), "mirror/sampledb:17.0");
     assert_eq!(reason(&out), (true, "Upgraded"));
     assert_eq!(out.status_fragment()["currentVersion"], "17.0");
+    assert_eq!(out.status_fragment()["upgradingTo"], Value::Null);
     assert!(out.status_fragment().get("phase").is_none());
     assert_eq!(out.events().len(), 1);
     assert!(!out.events()[0].warning);
@@ -223,6 +225,51 @@ fn an_upgrade_backs_up_then_migrates_then_rolls() {
     assert!(jobs(&out).is_empty());
     assert_eq!(reason(&out), (true, "UpToDate"));
     assert!(out.events().is_empty());
+}
+
+#[test]
+fn a_started_migration_is_finished_before_a_new_spec_version_counts() {
+    let backup = "orders-pre-upgrade-17-0";
+    let migration = "orders-upgrade-17-0";
+    // Before the migration starts, changing course is safe: nothing is committed.
+    let out = run(harness("17.0", ""));
+    assert!(out.status_fragment().get("upgradingTo").is_none());
+    let migrated = job(backup, Some("Complete"))
+        + &job(migration, Some("Complete"))
+        + &observed_sts("mirror/sampledb:16.4", 1, 1, "orders-2");
+    let committed = |target: &str, observed: &str| {
+        run(harness(target, observed).with_parent(|p| p["status"]["upgradingTo"] = "17.0".into()))
+    };
+    // The data is on 17.0 and the roll has not finished; spec.version goes back to 16.4, or on
+    // to 17.1. Either way 17.0 keeps its image, its Jobs and its record.
+    for target in ["16.4", "17.1"] {
+        let out = committed(target, &migrated);
+        assert_eq!(image(&out), "mirror/sampledb:17.0", "spec.version {target}");
+        assert_eq!(jobs(&out), [backup, migration]);
+        let (status, why) = reason(&out);
+        assert_eq!((status, why), (false, "RollingOut"));
+        let message = &out.condition_of("Upgrade").unwrap().message;
+        assert!(
+            message.contains(&format!("spec.version is now {target}")),
+            "{message}"
+        );
+        assert_eq!(out.status_fragment()["upgradingTo"], "17.0");
+        assert_eq!(out.status_fragment()["currentVersion"], "16.4");
+    }
+    // Rolled: 17.0 is recorded and the commitment cleared.
+    let rolled = job(backup, Some("Complete"))
+        + &job(migration, Some("Complete"))
+        + &observed_sts("mirror/sampledb:17.0", 2, 2, "orders-2");
+    let out = committed("16.4", &rolled);
+    assert_eq!(image(&out), "mirror/sampledb:17.0");
+    assert_eq!(out.status_fragment()["currentVersion"], "17.0");
+    assert_eq!(out.status_fragment()["upgradingTo"], Value::Null);
+    // Then spec.version 16.4 is what it is: a downgrade, refused, 17.0 kept.
+    let out = run(
+        harness("16.4", &rolled).with_parent(|p| p["status"]["currentVersion"] = "17.0".into())
+    );
+    assert_eq!(image(&out), "mirror/sampledb:17.0");
+    assert_eq!(reason(&out), (false, "DowngradeRefused"));
 }
 
 #[test]
