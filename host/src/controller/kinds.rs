@@ -78,6 +78,12 @@ pub async fn run(shared: Arc<Shared>) {
             if !keep {
                 tracing::info!(kind, "stopping the controller of this kind");
                 task.abort();
+                // Nothing of this kind waits any more (a restarted controller counts anew).
+                shared
+                    .metrics
+                    .queue_depth
+                    .get_or_create(&KindLabel { kind: kind.clone() })
+                    .set(0);
             }
             keep
         });
@@ -195,15 +201,26 @@ async fn start(
         let mut stream = std::pin::pin!(stream);
         while let Some(event) = stream.next().await {
             let trigger = match event {
-                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                Ok(watcher::Event::Apply(o)) => {
                     feeder_queue.parent_changed(&o.uid().unwrap_or_default());
+                    Ok(o)
+                }
+                Ok(watcher::Event::InitApply(o)) => {
+                    feeder_queue.parent_listed(&o.uid().unwrap_or_default());
                     Ok(o)
                 }
                 Ok(watcher::Event::Delete(o)) => {
                     feeder_queue.parent_deleted(&o.uid().unwrap_or_default());
                     continue;
                 }
-                Ok(watcher::Event::Init | watcher::Event::InitDone) => continue,
+                Ok(watcher::Event::Init) => {
+                    feeder_queue.relist_started();
+                    continue;
+                }
+                Ok(watcher::Event::InitDone) => {
+                    feeder_queue.relist_done();
+                    continue;
+                }
                 // Passed on for the controller to report, as its own watch did.
                 Err(e) => Err(e),
             };

@@ -12,7 +12,8 @@
 //! - A parent is counted once however many triggers arrive before its reconcile starts, as
 //!   the scheduler merges them.
 //! - A deleted parent leaves the set (its queued reconcile never runs), and a child's change
-//!   counts only for a parent the parent watch has seen, so no entry is stranded.
+//!   counts only for a parent the parent watch has seen, so no entry is stranded — also when
+//!   the deletion fell into a gap of the watch: a relist replaces the known parents whole.
 
 use std::{collections::HashSet, sync::Mutex};
 
@@ -31,6 +32,8 @@ struct Inner {
     known: HashSet<String>,
     /// Parents waiting for their reconcile to start.
     pending: HashSet<String>,
+    /// The parents listed so far while the parent watch relists (`Init` … `InitDone`).
+    relisting: Option<HashSet<String>>,
 }
 
 impl Queue {
@@ -55,6 +58,31 @@ impl Queue {
         self.update(|i| {
             i.known.insert(uid.to_string());
             i.pending.insert(uid.to_string());
+        });
+    }
+
+    /// The parent watch starts listing again (after a gap in which deletions may be missed).
+    pub fn relist_started(&self) {
+        self.update(|i| i.relisting = Some(HashSet::new()));
+    }
+
+    /// The parent was listed by a relist: it exists and waits for a reconcile.
+    pub fn parent_listed(&self, uid: &str) {
+        self.update(|i| {
+            i.relisting.get_or_insert_default().insert(uid.to_string());
+            i.known.insert(uid.to_string());
+            i.pending.insert(uid.to_string());
+        });
+    }
+
+    /// The relist is complete: parents it did not list are gone.
+    pub fn relist_done(&self) {
+        self.update(|i| {
+            if let Some(listed) = i.relisting.take() {
+                i.known = listed;
+                let known = &i.known;
+                i.pending.retain(|uid| known.contains(uid));
+            }
         });
     }
 
@@ -117,5 +145,23 @@ mod tests {
         assert_eq!(gauge.get(), 1);
         q.started("a");
         assert_eq!(gauge.get(), 0);
+    }
+
+    #[test]
+    fn a_relist_forgets_parents_deleted_while_the_watch_was_down() {
+        let gauge = Gauge::default();
+        let q = Queue::new(gauge.clone());
+        q.parent_changed("kept");
+        q.parent_changed("gone");
+        q.started("kept");
+        // "gone" was deleted during a watch gap: no Delete event, only a relist without it.
+        q.relist_started();
+        q.parent_listed("kept");
+        q.relist_done();
+        assert_eq!(gauge.get(), 1, "only kept waits");
+        q.started("kept");
+        q.all_changed();
+        q.child_changed("gone");
+        assert_eq!(gauge.get(), 1, "gone is not queued again");
     }
 }
