@@ -15,8 +15,10 @@ What it does on each reconcile:
 * The client Service `<name>` that an earlier plugin (storage) produced gets
   `spec.selector["samples.windlass.dev/role"] = "primary"`; the other desired objects pass
   through unchanged. If no earlier plugin produced that Service, none is made up.
-* Status `{"primary": <pod or null>}`; condition `PrimaryElected` (reason `Elected`, or
-  `NoReadyReplica` when no Pod is ready, with a requeue after 10 s); a Normal `Elected` event
+* Status `{"primary": <pod>}`. While no Pod is ready the last primary stays recorded (so it
+  is kept when its Pod comes back, rather than a replica that may lag behind it) and the
+  condition `PrimaryElected` says there is none: reason `Elected`, or `NoReadyReplica` with a
+  requeue after 10 s; a Normal `Elected` event
   on the first election and a Warning `FailedOver` event when the primary moves.
 * The finalize phase has nothing to clean up: it returns the desired set unchanged.
 
@@ -62,7 +64,8 @@ class Reconciler(exports.Reconciler):
         log.log(log.Level.DEBUG, election.log)
         return response(
             election.desired,
-            status=json.dumps({"primary": election.primary}),
+            # No ready Pod: keep the last primary on record (see above).
+            status=json.dumps({"primary": election.primary} if election.primary else {}),
             conditions=[types.Condition(**c) for c in election.conditions],
             events=[types.Event(**e) for e in election.events],
             requeue_after_secs=election.requeue_after_secs,
