@@ -555,14 +555,11 @@ async fn a_sampledb_lives_from_create_through_backup_failover_upgrade_to_a_snaps
     let status = k
         .status_until("orders", "running 17.0", |s| s["currentVersion"] == "17.0")
         .await;
-    // The commitment recorded while the data was migrated is cleared with the new version.
-    assert!(
-        timeline
-            .first("SampleDB", "orders", |e| e.object["status"]["upgradingTo"]
-                == "17.0")
-            .is_some(),
-        "upgradingTo recorded during the migration"
-    );
+    // The upgrade is recorded before the data is migrated, and the record is cleared with the
+    // new version.
+    let recorded = timeline.first("SampleDB", "orders", |e| {
+        e.object["status"]["upgradingTo"] == "17.0"
+    });
     assert!(status.get("upgradingTo").is_none(), "{status}");
     let sts: StatefulSet = k.get("orders").await.expect("StatefulSet");
     assert_eq!(image(&sts), "sampledb:17.0");
@@ -580,6 +577,10 @@ async fn a_sampledb_lives_from_create_through_backup_failover_upgrade_to_a_snaps
     let rolled = timeline.first("StatefulSet", "orders", |e| sts_image(e) == "sampledb:17.0");
     timeline.assert_before(
         ("the pre-upgrade backup completing", backup_done),
+        ("the upgrade Job starting", upgrade_started),
+    );
+    timeline.assert_before(
+        ("status.upgradingTo recorded", recorded),
         ("the upgrade Job starting", upgrade_started),
     );
     timeline.assert_before(

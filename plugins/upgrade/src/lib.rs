@@ -20,8 +20,9 @@
 //!      replica runs the new image and is ready, `currentVersion` becomes the target
 //!      (`Upgraded`, with a Normal event).
 //!
-//!   `status.upgradingTo` records the target once the upgrade Job is applied: from then on the
-//!   data is being migrated, so that upgrade is finished (image, roll, `currentVersion`) even
+//!   `status.upgradingTo` records the target before the upgrade Job is applied (the Job is
+//!   applied only in a run that sees the record): from then on the data may be being
+//!   migrated, so that upgrade is finished (image, roll, `currentVersion`) even
 //!   if `spec.version` changes again meanwhile — back to the old version or on to another —
 //!   and only then is the new `spec.version` considered.
 //!
@@ -255,9 +256,23 @@ fn upgrade(
         }
     }
 
-    // From here on the data changes: the upgrade is committed (see `reconcile`).
+    // From here on the data changes, so the upgrade is committed (see `reconcile`) — and
+    // recorded before it starts: the upgrade Job is applied only once the parent's status
+    // shows the record, so a run whose writes fail cannot leave a migration running that
+    // nothing remembers.
     out.status("upgradingTo", target);
     let migration = names::upgrade_job(name, target);
+    // An existing upgrade Job counts as the record too: it was started by a version of this
+    // plugin that did not record, or the parent's status in the cache is not the latest.
+    let started = !matches!(jobs::state(ctx, &migration), JobState::Absent);
+    if !started && ctx.status("/upgradingTo").and_then(Value::as_str) != Some(target) {
+        let message = format!(
+            "backed up (Job {backup}); recording the upgrade from {current} to {target} \
+             before migrating the data"
+        );
+        wait(out, "UpgradeStarting", message, false);
+        return Ok(());
+    }
     out.apply(&jobs::upgrade(
         name, spec, current, target, &new_image, claim,
     ))?;

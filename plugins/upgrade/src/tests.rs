@@ -56,6 +56,11 @@ fn harness(target: &str, observed: &str) -> Harness {
         .observed_yaml(observed)
 }
 
+/// `harness` once the parent's status records the upgrade to `target` (`upgradingTo`).
+fn recorded(target: &str, observed: &str) -> Harness {
+    harness(target, observed).with_parent(|p| p["status"]["upgradingTo"] = target.into())
+}
+
 fn run(h: Harness) -> Output {
     h.run::<Upgrade>().unwrap()
 }
@@ -178,10 +183,17 @@ fn an_upgrade_backs_up_then_migrates_then_rolls() {
     );
     assert_eq!(pod["restartPolicy"], "Never");
 
-    // 2. The backup is done: the migration runs with the new image; the image is still held.
+    // 2. The backup is done: first the upgrade is recorded, and nothing else starts...
     let observed =
         job(backup, Some("Complete")) + &observed_sts("mirror/sampledb:16.4", 1, 1, "orders-2");
     let out = run(harness("17.0", &observed));
+    assert_eq!(jobs(&out), [backup]);
+    assert_eq!(image(&out), "mirror/sampledb:16.4");
+    assert_eq!(reason(&out), (false, "UpgradeStarting"));
+    assert_eq!(out.status_fragment()["upgradingTo"], "17.0");
+    // ... then, once the status shows the record, the migration runs with the new image; the
+    // image is still held.
+    let out = run(recorded("17.0", &observed));
     assert_eq!(jobs(&out), [backup, migration]);
     assert_eq!(image(&out), "mirror/sampledb:16.4");
     assert_eq!(reason(&out), (false, "UpgradeJobRunning"));
@@ -197,7 +209,7 @@ fn an_upgrade_backs_up_then_migrates_then_rolls() {
     let observed = job(backup, Some("Complete"))
         + &job(migration, Some("Complete"))
         + &observed_sts("mirror/sampledb:16.4", 1, 1, "orders-2");
-    let out = run(harness("17.0", &observed));
+    let out = run(recorded("17.0", &observed));
     assert_eq!(jobs(&out), [backup, migration]);
     assert_eq!(image(&out), "mirror/sampledb:17.0");
     assert_eq!(reason(&out), (false, "RollingOut"));
@@ -208,7 +220,7 @@ fn an_upgrade_backs_up_then_migrates_then_rolls() {
     let observed = job(backup, Some("Complete"))
         + &job(migration, Some("Complete"))
         + &observed_sts("mirror/sampledb:17.0", 2, 2, "orders-2");
-    let out = run(harness("17.0", &observed));
+    let out = run(recorded("17.0", &observed));
     assert_eq!(image(&out), "mirror/sampledb:17.0");
     assert_eq!(reason(&out), (true, "Upgraded"));
     assert_eq!(out.status_fragment()["currentVersion"], "17.0");
@@ -282,12 +294,12 @@ fn a_roll_in_progress_is_not_taken_for_done() {
         observed_sts("mirror/sampledb:16.4", 2, 2, "orders-2"),
         String::new(),
     ] {
-        let out = run(harness("17.0", &(done.clone() + &sts)));
+        let out = run(recorded("17.0", &(done.clone() + &sts)));
         assert_eq!(reason(&out), (false, "RollingOut"), "{sts}");
     }
     let partly_ready = observed_sts("mirror/sampledb:17.0", 2, 2, "orders-2")
         .replace("readyReplicas: 3", "readyReplicas: 2");
-    let out = run(harness("17.0", &(done + &partly_ready)));
+    let out = run(recorded("17.0", &(done + &partly_ready)));
     assert_eq!(reason(&out), (false, "RollingOut"));
 }
 
@@ -321,7 +333,7 @@ fn a_failed_backup_holds_the_upgrade_and_is_kept() {
 fn a_failed_migration_holds_the_image_and_is_kept() {
     let observed = job("orders-pre-upgrade-17-0", Some("Complete"))
         + &job("orders-upgrade-17-0", Some("Failed"));
-    let out = run(harness("17.0", &observed));
+    let out = run(recorded("17.0", &observed));
     assert_eq!(
         jobs(&out),
         ["orders-pre-upgrade-17-0", "orders-upgrade-17-0"]
