@@ -366,6 +366,11 @@ pub fn kind_of(object: &Value) -> String {
 /// Composes two JSON merge patches (RFC 7386): `target` becomes one patch that does what
 /// `target` and then `patch` do. A `null` stays in the result, so a later plugin can delete a
 /// field from the parent's status (an earlier plugin's value for it is dropped).
+///
+/// One case a single merge patch cannot express: an earlier fragment deletes an object field
+/// (`null`) and a later one sets it to an object again. Applied in turn, the later object would
+/// replace the old one whole; composed, it merges into the old one, so keys only the old one
+/// had survive. No SampleDB plugin does this.
 pub fn merge(target: &mut Map<String, Value>, patch: Map<String, Value>) {
     for (key, value) in patch {
         match value {
