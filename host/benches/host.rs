@@ -76,6 +76,9 @@ struct Setup {
     windlass: PathBuf,
     native: PathBuf,
     plugin: PathBuf,
+    /// More `windlass run` flags, from `WINDLASS_BENCH_RUN_ARGS` (split on whitespace), to try
+    /// a setting such as `--debounce-ms 100`.
+    windlass_args: Vec<String>,
     scratch: tempfile::TempDir,
 }
 
@@ -114,6 +117,11 @@ fn main() -> Result<()> {
             "WINDLASS_BENCH_PLUGIN",
             windlass_test_guests::STORAGE.into(),
         ),
+        windlass_args: std::env::var("WINDLASS_BENCH_RUN_ARGS")
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(String::from)
+            .collect(),
         scratch: tempfile::tempdir()?,
     };
     tokio::runtime::Builder::new_multi_thread()
@@ -229,7 +237,8 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Progress, Progress)> {
             .arg("run")
             .arg("--kubeconfig")
             .arg(&kubeconfig)
-            .args(["--leader-elect", "false", "--admin-addr", "127.0.0.1:0"]);
+            .args(["--leader-elect", "false", "--admin-addr", "127.0.0.1:0"])
+            .args(&setup.windlass_args);
         redirect(&mut cmd, &setup.scratch.path().join(log))?;
         Ok(cmd)
     };
