@@ -138,6 +138,18 @@ impl Store {
         (items, inner.rv)
     }
 
+    /// The objects of a resource in namespace `ns` whose names start with `prefix`, sorted by
+    /// name: a range of the sorted map, so it costs what it returns, not the namespace's size.
+    pub fn list_prefixed(&self, key: &str, ns: &str, prefix: &str) -> Vec<Arc<Value>> {
+        let inner = self.lock();
+        inner.objects.get(key).map_or_else(Vec::new, |map| {
+            map.range((ns.to_string(), prefix.to_string())..)
+                .take_while(|((n, name), _)| n == ns && name.starts_with(prefix))
+                .map(|(_, v)| v.clone())
+                .collect()
+        })
+    }
+
     /// Every object of every resource, with its key (for garbage collection).
     pub fn all_objects(&self) -> Vec<(String, Arc<Value>)> {
         let inner = self.lock();
@@ -322,6 +334,37 @@ mod tests {
         assert_eq!(a["metadata"]["resourceVersion"], "2");
         assert_eq!(b["metadata"]["resourceVersion"], "3");
         assert_eq!(store.list("/configmaps", Some("default")).0.len(), 2);
+    }
+
+    #[test]
+    fn a_prefixed_list_returns_exactly_the_names_with_that_prefix() {
+        let store = Store::new(100);
+        for name in [
+            "orders",
+            "orders-0",
+            "orders-1",
+            "orders-init-x",
+            "ordersx",
+            "other-0",
+        ] {
+            put(&store, name);
+        }
+        let names: Vec<String> = store
+            .list_prefixed("/configmaps", "default", "orders-")
+            .iter()
+            .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(names, ["orders-0", "orders-1", "orders-init-x"]);
+        assert!(
+            store
+                .list_prefixed("/configmaps", "elsewhere", "orders-")
+                .is_empty()
+        );
+        assert!(
+            store
+                .list_prefixed("/secrets", "default", "orders-")
+                .is_empty()
+        );
     }
 
     #[test]

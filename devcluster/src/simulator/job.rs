@@ -23,7 +23,7 @@ pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
         return;
     }
     let uid = job["metadata"]["uid"].clone();
-    let pods: Vec<Arc<Value>> = super::owned_pods(sim, ns, &uid);
+    let pods: Vec<Arc<Value>> = super::owned_pods(sim, ns, name, &uid);
     let now = crate::api::now();
     let Some(pod) = pods.first() else {
         let template = &job["spec"]["template"];

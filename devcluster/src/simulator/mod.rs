@@ -92,9 +92,13 @@ pub(crate) fn controller_of(obj: &Value) -> Option<(String, String)> {
         })
 }
 
-/// The Pods in `ns` with an owner reference to `uid`.
-pub(crate) fn owned_pods(sim: &Sim, ns: &str, uid: &Value) -> Vec<Arc<Value>> {
-    sim.list("/pods", ns)
+/// The Pods in `ns` named `<owner>-…` with an owner reference to `uid`: those the simulator
+/// makes for a StatefulSet or Job called `owner`. Looked up by name prefix, not by listing the
+/// namespace, which made every StatefulSet and Job event cost O(Pods in the namespace).
+pub(crate) fn owned_pods(sim: &Sim, ns: &str, owner: &str, uid: &Value) -> Vec<Arc<Value>> {
+    sim.cluster
+        .store
+        .list_prefixed("/pods", ns, &format!("{owner}-"))
         .into_iter()
         .filter(|p| {
             p["metadata"]["ownerReferences"]

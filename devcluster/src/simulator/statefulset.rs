@@ -85,7 +85,7 @@ pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
     let replicas = spec["replicas"].as_i64().unwrap_or(1);
     let update_rev = revision(name, &spec["template"]);
     let uid = sts["metadata"]["uid"].clone();
-    let pods: Vec<Arc<Value>> = super::owned_pods(sim, ns, &uid);
+    let pods: Vec<Arc<Value>> = super::owned_pods(sim, ns, name, &uid);
     let ordinal = |p: &Value| {
         p["metadata"]["name"]
             .as_str()
