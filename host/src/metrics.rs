@@ -169,6 +169,15 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// The queue-depth gauge of one parent kind.
+    pub fn queue_depth_of(&self, kind: &str) -> Gauge {
+        self.queue_depth
+            .get_or_create(&KindLabel {
+                kind: kind.to_string(),
+            })
+            .clone()
+    }
+
     /// Counts one child apply or status patch, sent or skipped.
     pub fn record_write(&self, kind: &str, sent: bool) {
         self.writes

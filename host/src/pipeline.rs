@@ -377,9 +377,7 @@ pub fn merge(target: &mut Map<String, Value>, patch: Map<String, Value>) {
             Value::Object(patch) => match target.get_mut(&key) {
                 Some(Value::Object(existing)) => merge(existing, patch),
                 _ => {
-                    let mut fresh = Map::new();
-                    merge(&mut fresh, patch);
-                    target.insert(key, Value::Object(fresh));
+                    target.insert(key, Value::Object(patch));
                 }
             },
             other => {

@@ -639,7 +639,7 @@ async fn a_sampledb_lives_from_create_through_backup_failover_upgrade_to_a_snaps
         ),
     );
     for i in 0..3 {
-        let name = format!("data-orders-{i}-final-{}", &uid.replace('-', "")[..8]);
+        let name = sampledb_api::names::final_snapshot(&format!("data-orders-{i}"), &uid);
         let snap = snapshots
             .get(&name)
             .await
@@ -687,7 +687,7 @@ async fn a_sampledb_lives_from_create_through_backup_failover_upgrade_to_a_snaps
     let again = k.db("orders").await.expect("orders")["metadata"]["uid"]
         .as_str()
         .expect("a uid")
-        .replace('-', "");
+        .to_string();
     k.dbs()
         .delete("orders", &DeleteParams::default())
         .await
@@ -697,15 +697,15 @@ async fn a_sampledb_lives_from_create_through_backup_failover_upgrade_to_a_snaps
     })
     .await;
     let own = snapshots
-        .get(&format!("data-orders-0-final-{}", &again[..8]))
+        .get(&sampledb_api::names::final_snapshot(
+            "data-orders-0",
+            &again,
+        ))
         .await
         .expect("the second SampleDB's own snapshot");
     assert_eq!(own.data["status"]["readyToUse"], true);
     let first = snapshots
-        .get(&format!(
-            "data-orders-0-final-{}",
-            &uid.replace('-', "")[..8]
-        ))
+        .get(&sampledb_api::names::final_snapshot("data-orders-0", &uid))
         .await
         .expect("the first SampleDB's snapshot is still there");
     assert_ne!(own.name_any(), first.name_any());

@@ -23,7 +23,6 @@ use kube::{
 
 use super::{Error, Shared, apply::PARENT_UID_LABEL, index::ChildIndex, parent, queue::Queue};
 use crate::crd::ParentKind;
-use crate::metrics::KindLabel;
 
 /// What a parent kind's reconciles share.
 pub struct KindCtx {
@@ -79,11 +78,7 @@ pub async fn run(shared: Arc<Shared>) {
                 tracing::info!(kind, "stopping the controller of this kind");
                 task.abort();
                 // Nothing of this kind waits any more (a restarted controller counts anew).
-                shared
-                    .metrics
-                    .queue_depth
-                    .get_or_create(&KindLabel { kind: kind.clone() })
-                    .set(0);
+                shared.metrics.queue_depth_of(kind).set(0);
             }
             keep
         });
@@ -120,13 +115,7 @@ async fn start(
     let key = parent.key();
     let (resource, namespaced) = shared.discovery.resolve(&key).await?;
     let client = shared.client.clone();
-    let queue = Arc::new(Queue::new(
-        shared
-            .metrics
-            .queue_depth
-            .get_or_create(&KindLabel { kind: key.clone() })
-            .clone(),
-    ));
+    let queue = Arc::new(Queue::new(shared.metrics.queue_depth_of(&key)));
     let mut caches = Vec::new();
     let mut streams = Vec::new();
     let mut feeders = Vec::new();

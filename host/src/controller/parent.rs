@@ -257,7 +257,6 @@ async fn apply_all(
 ) -> Result<(), Error> {
     let client = &ctx.shared.client;
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    let mut unchanged = 0;
     let changed: Vec<_> = outcome
         .desired
         .iter()
@@ -267,16 +266,11 @@ async fn apply_all(
             apply::stamp(&mut object);
             let skip = apply::up_to_date(&object, observed);
             ctx.shared.metrics.record_write(&desired.object.kind, !skip);
-            if skip {
-                unchanged += 1;
-                None
-            } else {
-                Some((desired, object))
-            }
+            (!skip).then_some((desired, object))
         })
         .collect();
     tracing::debug!(
-        unchanged,
+        unchanged = outcome.desired.len() - changed.len(),
         changed = changed.len(),
         "skipping applies that would change nothing"
     );

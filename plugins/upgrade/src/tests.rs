@@ -258,8 +258,7 @@ fn a_started_migration_is_finished_before_a_new_spec_version_counts() {
         let out = committed(target, &migrated);
         assert_eq!(image(&out), "mirror/sampledb:17.0", "spec.version {target}");
         assert_eq!(jobs(&out), [backup, migration]);
-        let (status, why) = reason(&out);
-        assert_eq!((status, why), (false, "RollingOut"));
+        assert_eq!(reason(&out), (false, "RollingOut"));
         let message = &out.condition_of("Upgrade").unwrap().message;
         assert!(
             message.contains(&format!("spec.version is now {target}")),
