@@ -48,6 +48,23 @@ const COMPONENTS: &[(&str, &str, &str)] = &[
     ),
     ("CHILDREN", "guest-children", "guest_children"),
     ("CHILDREN_V2", "guest-children-v2", "guest_children_v2"),
+    // Hostile guests written against the WIT without the SDK, one per host hardening rule.
+    (
+        "HOSTILE_OUTPUT",
+        "guest-hostile-output",
+        "guest_hostile_output",
+    ),
+    ("EXFILTRATE", "guest-exfiltrate", "guest_exfiltrate"),
+    ("FLOOD", "guest-flood", "guest_flood"),
+    ("SLEEP", "guest-sleep", "guest_sleep"),
+    ("SLEEP_INFO", "guest-sleep-info", "guest_sleep_info"),
+    ("CLOCK", "guest-clock", "guest_clock"),
+    ("TABLE", "guest-table", "guest_table"),
+    (
+        "UNSERVED_KIND",
+        "guest-unserved-kind",
+        "guest_unserved_kind",
+    ),
 ];
 
 fn main() {

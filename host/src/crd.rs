@@ -46,11 +46,20 @@ pub struct WasmPluginSpec {
     pub order: i32,
     /// Where the component comes from: exactly one of configMap, oci, file.
     pub source: PluginSource,
-    /// Kinds granted to the plugin (`group/version/Kind`, `v1/Kind` for core). When absent, the
-    /// plugin may produce what it declares in its info, except cluster-scoped and privileged
-    /// kinds (RBAC, ServiceAccounts, …), which must be named here.
+    /// Kinds granted to the plugin (`group/version/Kind`, `v1/Kind` for core), to produce
+    /// (child kinds) and to observe (reads kinds), and grants of privileged content by name
+    /// (`v1/Secret:service-account-token`, `v1/Service:externalIPs`, `v1/Service:NodePort`,
+    /// `v1/Service:LoadBalancer`, `v1/PersistentVolumeClaim:volumeName`). When absent, the
+    /// plugin may produce and observe what it declares in its info, except cluster-scoped and
+    /// privileged kinds (RBAC, ServiceAccounts, Endpoints, Leases, NetworkPolicies, …) and
+    /// privileged content, which must be named here; and it never sees Secrets, which it reads
+    /// only when `v1/Secret` is named here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grants: Option<Vec<String>>,
+    /// What the pods the plugin produces may do. Default: Pod Security Standards level
+    /// `restricted`, no ServiceAccount but the namespace's default, no token mounted.
+    #[serde(default)]
+    pub pod_security: PodSecurity,
     /// Limits of each call.
     #[serde(default)]
     pub limits: PluginLimits,
@@ -135,6 +144,36 @@ pub struct OciSource {
 pub struct FileSource {
     /// Absolute path of the component.
     pub path: String,
+}
+
+/// What the pods a plugin produces (Pods and the pod templates of workloads) may do.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSecurity {
+    /// The Pod Security Standards level every pod spec must meet. Default restricted.
+    #[serde(default)]
+    pub level: PodSecurityLevel,
+    /// ServiceAccounts the pods may run as (besides the namespace's `default`). The host's own
+    /// ServiceAccount is never allowed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub service_accounts: Vec<String>,
+    /// Let pods mount a ServiceAccount token; otherwise every pod spec must set
+    /// `automountServiceAccountToken: false`. Default false.
+    #[serde(default)]
+    pub automount_service_account_token: bool,
+}
+
+/// A Pod Security Standards level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum PodSecurityLevel {
+    /// Hardened: non-root, no privilege escalation, all capabilities dropped, a seccomp profile.
+    #[default]
+    Restricted,
+    /// Minimally restrictive: no known privilege escalations (no host namespaces, hostPath, …).
+    Baseline,
+    /// Unrestricted: the Windlass rules (ServiceAccounts, nodeName, tokens) still hold.
+    Privileged,
 }
 
 /// Limits of each call.

@@ -184,6 +184,18 @@ pub async fn wait_plugins_ready(client: &Client, names: &[&str], timeout: Durati
     }
 }
 
+/// What `windlass dev` grants the SampleDB storage plugin: the kinds it declares, named, so
+/// that `v1/Secret` is named and the plugin sees the credentials Secret it generated (it keeps
+/// the password rather than rotating it). Every other plugin gets what it declares
+/// (`grants` absent), which never includes reading Secrets.
+pub const STORAGE_GRANTS: &[&str] = &[
+    "v1/Service",
+    "apps/v1/StatefulSet",
+    "v1/ConfigMap",
+    "v1/Secret",
+    "batch/v1/Job",
+];
+
 async fn install_plugin(
     client: &Client,
     name: &str,
@@ -217,7 +229,7 @@ async fn install_plugin(
             .with_context(|| format!("resolving plugin {}", path.display()))?;
         (json!({"file": {"path": path}}), "Reuse")
     };
-    let wp = json!({
+    let mut wp = json!({
         "apiVersion": "windlass.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": name},
         "spec": {
             "parent": {"apiVersion": api_version, "kind": kind},
@@ -226,6 +238,9 @@ async fn install_plugin(
             "instanceMode": instance_mode,
         },
     });
+    if name == "sampledb-storage" {
+        wp["spec"]["grants"] = json!(STORAGE_GRANTS);
+    }
     Api::<WasmPlugin>::all(client.clone())
         .patch(name, &apply, &Patch::Apply(&wp))
         .await

@@ -150,6 +150,10 @@ struct RunArgs {
     /// Seconds between re-resolutions of OCI tags; a moved tag is hot-swapped.
     #[arg(long, default_value_t = 300)]
     oci_poll_seconds: u64,
+    /// The ServiceAccount the host runs as (in --namespace): no plugin's pod may run as it,
+    /// whatever its WasmPlugin grants. The Helm chart sets it.
+    #[arg(long, env = "WINDLASS_SERVICE_ACCOUNT")]
+    service_account: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -536,6 +540,13 @@ async fn run_operator(cli: &Cli, args: &RunArgs) -> Result<()> {
                 namespace: args.namespace.clone(),
             },
             oci_poll: Duration::from_secs(args.oci_poll_seconds.max(1)),
+            host_account: args
+                .service_account
+                .as_ref()
+                .map(|name| windlass::policy::HostAccount {
+                    namespace: args.namespace.clone(),
+                    name: name.clone(),
+                }),
             ..Default::default()
         },
         runtime: RuntimeConfig {

@@ -49,6 +49,16 @@ pub struct WriteOutcome {
     pub outcome: String,
 }
 
+/// Labels of the policy refusal series.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginRule {
+    /// Plugin name.
+    pub plugin: String,
+    /// The rule that refused its output (`policy::Rule`), or `EventRate` for events the
+    /// per-parent spam filter dropped.
+    pub rule: String,
+}
+
 /// Labels naming a plugin.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PluginLabel {
@@ -92,6 +102,8 @@ pub struct Metrics {
     pub in_flight: Gauge,
     /// 1 while this instance is the leader.
     pub leader: Gauge,
+    /// Plugin outputs (or parts of them) the host refused, by plugin and rule.
+    pub policy_refusals: Family<PluginRule, Counter>,
 }
 
 impl Default for Metrics {
@@ -109,6 +121,7 @@ impl Default for Metrics {
             queue_depth: Family::default(),
             in_flight: Gauge::default(),
             leader: Gauge::default(),
+            policy_refusals: Family::default(),
         };
         {
             let mut r = m.registry.lock().unwrap_or_else(|e| e.into_inner());
@@ -163,6 +176,11 @@ impl Default for Metrics {
                 m.in_flight.clone(),
             );
             r.register("leader", "1 while this instance leads", m.leader.clone());
+            r.register(
+                "policy_refusals",
+                "Plugin outputs the host refused, by plugin and rule",
+                m.policy_refusals.clone(),
+            );
         }
         m
     }
@@ -176,6 +194,16 @@ impl Metrics {
                 kind: kind.to_string(),
             })
             .clone()
+    }
+
+    /// Counts one refusal of a plugin's output by a rule.
+    pub fn record_refusal(&self, plugin: &str, rule: &str) {
+        self.policy_refusals
+            .get_or_create(&PluginRule {
+                plugin: plugin.to_string(),
+                rule: rule.to_string(),
+            })
+            .inc();
     }
 
     /// Counts one child apply or status patch, sent or skipped.

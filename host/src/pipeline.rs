@@ -8,14 +8,23 @@
 //! - A plugin whose failure policy is [`FailurePolicy::Ignore`] is skipped on failure, and the
 //!   outcome is marked [`Outcome::incomplete`]: the caller must then not prune, since the
 //!   skipped plugin's children are missing from the desired set, not unwanted.
-//! - Each plugin sees only the observed objects of the kinds it declared.
+//! - Each plugin sees only the observed objects of the kinds it declared, and Secrets — observed
+//!   or produced by an earlier plugin — only when its grants name `v1/Secret`. Secrets withheld
+//!   from a plugin are passed on past it unchanged (it cannot have edited what it never saw).
+//! - Condition messages and event notes are cut to the API server's limits; more conditions or
+//!   events in one call than the policy allows refuse the output.
+//! - A plugin in `Reuse` mode never shares an instance across namespaces (the tenant of a call
+//!   is the parent's namespace, or the parent itself when it is cluster-scoped).
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use serde_json::{Map, Value};
 
 use crate::{
-    policy::{Checked, Grants, Policy, Subject, Violation},
+    policy::{
+        self, Checked, Grants, MAX_CONDITION_MESSAGE, MAX_EVENT_NOTE, PodGrants, Policy, SECRET,
+        Subject, Violation,
+    },
     runtime::{self, CallStats, Condition, Event, Phase, Plugin, Request},
 };
 
@@ -38,6 +47,8 @@ pub struct Stage {
     pub config: Value,
     /// The kinds the operator granted it.
     pub grants: Grants,
+    /// What the pods it produces may do.
+    pub pods: PodGrants,
     /// What a failure of this plugin does to the run.
     pub failure_policy: FailurePolicy,
 }
@@ -49,6 +60,7 @@ impl Stage {
             plugin,
             config: Value::Object(Map::new()),
             grants: Grants::Declared,
+            pods: PodGrants::default(),
             failure_policy: FailurePolicy::Fail,
         }
     }
@@ -144,6 +156,14 @@ impl Error {
         }
     }
 
+    /// The policy rule that refused the output, when one did.
+    pub fn rule(&self) -> Option<policy::Rule> {
+        match self {
+            Error::Output(v) => Some(v.rule),
+            _ => None,
+        }
+    }
+
     /// The plugin at fault, when one is.
     pub fn plugin(&self) -> Option<&str> {
         match self {
@@ -210,6 +230,13 @@ impl Pipeline {
         {
             return Err(Error::Parent("metadata.name is missing".into()));
         }
+        let tenant = match &namespace {
+            Some(ns) => ns.clone(),
+            None => format!(
+                "cluster-scoped/{}",
+                parent["metadata"]["name"].as_str().unwrap_or_default()
+            ),
+        };
         let parent_text = parent.to_string();
         let observed: Vec<(String, String)> = observed
             .iter()
@@ -232,23 +259,32 @@ impl Pipeline {
                 continue;
             }
             let wanted: Vec<&str> = stage.observed_kinds().collect();
+            let secrets = stage.grants.reads_secrets();
+            // Secrets an earlier plugin produced, kept from a plugin not granted them and
+            // passed on after it.
+            let (shown, withheld): (Vec<String>, Vec<String>) = desired_text
+                .iter()
+                .cloned()
+                .partition(|text| secrets || !is_secret_text(text));
             let req = Request {
                 phase,
                 parent: parent_text.clone(),
                 observed: observed
                     .iter()
                     .filter(|(kind, _)| wanted.contains(&kind.as_str()))
+                    .filter(|(kind, _)| secrets || kind != SECRET)
                     .map(|(_, text)| text.clone())
                     .collect(),
-                desired: desired_text.clone(),
+                desired: shown,
                 config: stage.config.to_string(),
                 now: now.to_string(),
             };
             let span = tracing::info_span!("plugin_call", plugin = plugin.name(), phase = ?phase);
-            let (called, stats) = span.in_scope(|| plugin.call_measured(&req));
-            let step = called
-                .map_err(Error::from)
-                .and_then(|resp| self.check(stage, namespace.as_deref(), &req.desired, resp));
+            let (called, stats) = span.in_scope(|| plugin.call_for(&tenant, &req));
+            let step = called.map_err(Error::from).and_then(|mut resp| {
+                resp.desired.extend(withheld.iter().cloned());
+                self.check(stage, namespace.as_deref(), &desired_text, resp)
+            });
             observe(
                 plugin,
                 &stats,
@@ -295,15 +331,20 @@ impl Pipeline {
             }
             let name = plugin.name().to_string();
             out.conditions
-                .extend(resp.conditions.into_iter().map(|item| Reported {
+                .extend(resp.conditions.into_iter().map(|mut item| {
+                    item.message = policy::cut_message(&item.message, MAX_CONDITION_MESSAGE);
+                    Reported {
+                        plugin: name.clone(),
+                        item,
+                    }
+                }));
+            out.events.extend(resp.events.into_iter().map(|mut item| {
+                item.message = policy::cut_message(&item.message, MAX_EVENT_NOTE);
+                Reported {
                     plugin: name.clone(),
                     item,
-                }));
-            out.events
-                .extend(resp.events.into_iter().map(|item| Reported {
-                    plugin: name.clone(),
-                    item,
-                }));
+                }
+            }));
             if let Some(secs) = resp.requeue_after_secs {
                 let after = Duration::from_secs(secs.into());
                 out.requeue_after = Some(out.requeue_after.map_or(after, |r| r.min(after)));
@@ -334,9 +375,12 @@ impl Pipeline {
             plugin,
             declared: &stage.plugin.info().child_kinds,
             grants: &stage.grants,
+            pods: &stage.pods,
             namespace,
         };
         let checked = self.policy.check_desired(who, &resp.desired)?;
+        self.policy
+            .check_counts(plugin, resp.conditions.len(), resp.events.len())?;
         let status = resp
             .status
             .as_deref()
@@ -355,6 +399,11 @@ impl Pipeline {
         }
         Ok((checked, resp, status))
     }
+}
+
+/// Whether a desired object's JSON text is a Secret (what the API server would read as one).
+fn is_secret_text(text: &str) -> bool {
+    serde_json::from_str::<Value>(text).is_ok_and(|v| kind_of(&v) == SECRET)
 }
 
 /// `group/version/Kind` of an object (`v1/Kind` for the core group).

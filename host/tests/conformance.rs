@@ -200,6 +200,12 @@ fn every_plugin_passes_its_conformance_cases() {
             };
             let mut stage = Stage::new(plugin.clone());
             stage.config = input.config.clone();
+            // As `windlass dev` and the Helm preset grant it: the storage plugin sees Secrets.
+            if plugin.name() == "sampledb-storage" {
+                stage.grants = windlass::policy::Grants::Kinds(
+                    windlass::dev::STORAGE_GRANTS.iter().map(|s| s.to_string()).collect(),
+                );
+            }
             let pipeline = Pipeline {
                 stages: vec![stage],
                 policy: Default::default(),

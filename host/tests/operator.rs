@@ -22,11 +22,12 @@ async fn a_sampledb_gets_owned_labelled_children_and_becomes_ready() {
     let mut env = Env::start().await;
     env.put_plugin_bytes("storage", guests::bytes(guests::STORAGE))
         .await;
+    // The storage plugin keeps the credentials Secret it generated: it must be granted Secrets.
     env.put_wasm_plugin(
         "sampledb-storage",
         ("samples.windlass.dev/v1alpha1", "SampleDB"),
         "storage",
-        json!({}),
+        json!({"grants": windlass::dev::STORAGE_GRANTS}),
     )
     .await;
     env.run_operator().await;

@@ -211,7 +211,7 @@ fn a_hundred_thousand_objects_are_refused_by_the_object_cap() {
     let err = run_pipeline(load(guests::MANY_OBJECTS)).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "plugin guest-many-objects: invalid output: desired: 100000 objects is more than the limit of 1000"
+        "plugin guest-many-objects: invalid output (OutputTooLarge): desired: 100000 objects is more than the limit of 1000"
     );
     assert_eq!(err.reason(), "InvalidOutput");
     assert_still_serving();
@@ -222,7 +222,7 @@ fn a_cluster_role_binding_is_refused_unless_granted() {
     let err = run_pipeline(load(guests::CLUSTER_ROLE_BINDING)).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "plugin guest-cluster-role-binding: invalid output: desired[0] rbac.authorization.k8s.io/v1/ClusterRoleBinding i-am-admin: \
+        "plugin guest-cluster-role-binding: invalid output (PrivilegedKind): desired[0] rbac.authorization.k8s.io/v1/ClusterRoleBinding i-am-admin: \
          kind rbac.authorization.k8s.io/v1/ClusterRoleBinding confers privileges and is not granted by name"
     );
     assert_eq!(err.plugin(), Some("guest-cluster-role-binding"));
@@ -234,7 +234,7 @@ fn an_object_in_another_namespace_is_refused() {
     let err = run_pipeline(load(guests::OTHER_NAMESPACE)).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "plugin guest-other-namespace: invalid output: desired[0] v1/ConfigMap coredns: namespace kube-system is not the parent's namespace demo"
+        "plugin guest-other-namespace: invalid output (Namespace): desired[0] v1/ConfigMap coredns: metadata.namespace: namespace kube-system is not the parent's namespace demo"
     );
     assert_still_serving();
 }
@@ -244,7 +244,7 @@ fn invalid_json_output_is_refused() {
     let err = run_pipeline(load(guests::INVALID_JSON)).unwrap_err();
     let msg = err.to_string();
     assert!(
-        msg.starts_with("plugin guest-invalid-json: invalid output: desired[0]: not valid JSON: "),
+        msg.starts_with("plugin guest-invalid-json: invalid output (InvalidObject): desired[0]: not valid JSON: "),
         "{msg}"
     );
     assert_still_serving();

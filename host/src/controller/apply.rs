@@ -7,8 +7,14 @@ use serde_json::{Value, json};
 
 use crate::pipeline::{Desired, kind_of};
 
-/// Field manager of every write the host makes.
+/// Field manager prefix of every write the host makes; [`field_manager`] adds the parent.
 pub const FIELD_MANAGER: &str = "windlass";
+
+/// The field manager of a parent's children: `windlass/<parent uid>`, so `managedFields` shows
+/// which parent set which field, and one parent's apply never takes fields from another's.
+pub fn field_manager(parent_uid: &str) -> String {
+    format!("{FIELD_MANAGER}/{parent_uid}")
+}
 /// Label on every child: the parent's uid.
 pub const PARENT_UID_LABEL: &str = "windlass.dev/parent-uid";
 /// Label on every child: who manages it.
@@ -33,43 +39,164 @@ pub const PROTECTED_KINDS: &[&str] = &[
 /// what is left of its data, so it must outlive the parent (owner-reference GC would take it).
 pub const OUTLIVING_KINDS: &[&str] = &["snapshot.storage.k8s.io/v1/VolumeSnapshot"];
 
-/// Whether the host owns an object it applies.
+/// How the host applies an object it may write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ownership {
     /// The parent is the object's controller: GC takes it with the parent, prune may delete it.
     Controller,
-    /// No owner reference: the object outlives the parent ([`OUTLIVING_KINDS`]), or another
-    /// controller owns it (a plugin labelling a StatefulSet's Pod) and the host applies only
-    /// the fields the plugin set. Never pruned.
+    /// No owner reference: the object outlives the parent ([`OUTLIVING_KINDS`]). The host's
+    /// record of it is the parent-uid label and its field manager. Never pruned.
     Unowned,
+    /// Another controller that is one of the parent's children (a StatefulSet owning its Pods)
+    /// or a cluster controller working from the parent's templates made it: the plugin may set
+    /// labels and annotations only, applied without force and without an owner reference.
+    /// Never pruned.
+    LabelsOnly,
 }
 
-/// How to apply `desired`: unowned for [`OUTLIVING_KINDS`] and for objects the host observed
-/// under another controller (a second controller reference is invalid, and taking over would
-/// fight that controller).
-pub fn ownership(desired: &Desired, observed: &[Value], parent_uid: &str) -> Ownership {
-    if OUTLIVING_KINDS.contains(&desired.object.kind.as_str()) {
-        return Ownership::Unowned;
+/// What the host may do with a desired object, judged from what exists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// The object exists and is the parent's to write, as said.
+    Owned(Ownership),
+    /// Nothing of this identity was observed for the parent: it may be created, once the host
+    /// has made sure nothing of that name exists.
+    New(Ownership),
+    /// The object exists and is not the parent's: it is left untouched. The reason names who
+    /// controls it.
+    NotOwned(String),
+}
+
+/// The uids of the objects the parent controls, directly or through its children (a
+/// StatefulSet it controls, that StatefulSet's Pods; a CronJob, its Jobs, their Pods).
+pub fn family(observed: &[Value], parent_uid: &str) -> HashSet<String> {
+    let mut family: HashSet<String> = HashSet::from([parent_uid.to_string()]);
+    loop {
+        let before = family.len();
+        for o in observed {
+            if let (Some(controller), Some(uid)) = (controller_uid(o), uid_of(o))
+                && family.contains(controller)
+            {
+                family.insert(uid.to_string());
+            }
+        }
+        if family.len() == before {
+            return family;
+        }
     }
-    let id = (
-        desired.object.kind.clone(),
-        desired.object.namespace.clone().unwrap_or_default(),
-        desired.object.name.clone(),
-    );
-    let foreign = observed.iter().any(|o| {
-        identity(o) == id
-            && o.pointer("/metadata/ownerReferences")
-                .and_then(Value::as_array)
-                .is_some_and(|refs| {
-                    refs.iter()
-                        .any(|r| r["controller"].as_bool() == Some(true) && r["uid"] != parent_uid)
-                })
-    });
-    if foreign {
-        Ownership::Unowned
-    } else {
-        Ownership::Controller
+}
+
+/// The observed objects that are the parent's: controlled by it or by its family, or made
+/// from its templates without a controller (claims of a StatefulSet that retains them, the
+/// snapshots it applies without an owner). An object that carries the parent's uid label but
+/// is controlled by anything else is not the parent's: a plugin never sees it.
+pub fn ours(observed: Vec<Value>, parent_uid: &str) -> Vec<Value> {
+    let family = family(&observed, parent_uid);
+    observed
+        .into_iter()
+        .filter(|o| controller_uid(o).is_none_or(|c| family.contains(c)))
+        .collect()
+}
+
+/// Decides what the host may do with `desired`, given the object of the same identity that
+/// exists (`existing`, from the parent's observed children or a read), and the parent's
+/// [`family`].
+pub fn claim(
+    desired: &Desired,
+    existing: Option<&Value>,
+    parent_uid: &str,
+    family: &HashSet<String>,
+) -> Claim {
+    let outliving = OUTLIVING_KINDS.contains(&desired.object.kind.as_str());
+    let Some(existing) = existing else {
+        return Claim::New(if outliving {
+            Ownership::Unowned
+        } else {
+            Ownership::Controller
+        });
+    };
+    let labelled = existing
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(PARENT_UID_LABEL))
+        .and_then(Value::as_str)
+        == Some(parent_uid);
+    match controller_uid(existing) {
+        Some(uid) if uid == parent_uid => Claim::Owned(Ownership::Controller),
+        Some(uid) if family.contains(uid) => match labels_only(&desired.object.object) {
+            Ok(()) => Claim::Owned(Ownership::LabelsOnly),
+            Err(field) => Claim::NotOwned(format!(
+                "is controlled by {}, a child of the parent: a plugin may set only its labels and annotations, not {field}",
+                controller_name(existing)
+            )),
+        },
+        Some(_) => Claim::NotOwned(format!(
+            "exists and is controlled by {}, not by this parent",
+            controller_name(existing)
+        )),
+        None if labelled && outliving => Claim::Owned(Ownership::Unowned),
+        None if labelled => match labels_only(&desired.object.object) {
+            Ok(()) => Claim::Owned(Ownership::LabelsOnly),
+            Err(field) => Claim::NotOwned(format!(
+                "was made from the parent's templates by the cluster, not applied by the host: a plugin may set only its labels and annotations, not {field}"
+            )),
+        },
+        None => Claim::NotOwned("exists and is not this parent's child".into()),
     }
+}
+
+/// Whether an object sets nothing but its identity, labels and annotations; else the first
+/// other field.
+fn labels_only(object: &Value) -> Result<(), String> {
+    let Some(map) = object.as_object() else {
+        return Err("its body".into());
+    };
+    for (key, value) in map {
+        match key.as_str() {
+            "apiVersion" | "kind" => {}
+            "metadata" => {
+                for meta_key in value.as_object().into_iter().flat_map(|m| m.keys()) {
+                    if !matches!(
+                        meta_key.as_str(),
+                        "name" | "namespace" | "labels" | "annotations"
+                    ) {
+                        return Err(format!("metadata.{meta_key}"));
+                    }
+                }
+            }
+            other => return Err(other.to_string()),
+        }
+    }
+    Ok(())
+}
+
+/// The uid of an object's controller owner reference.
+fn controller_uid(object: &Value) -> Option<&str> {
+    controller_ref(object).and_then(|r| r["uid"].as_str())
+}
+
+fn controller_ref(object: &Value) -> Option<&Value> {
+    object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|r| r["controller"].as_bool() == Some(true))
+}
+
+fn controller_name(object: &Value) -> String {
+    controller_ref(object).map_or_else(
+        || "nothing".into(),
+        |r| {
+            format!(
+                "{} {}",
+                r["kind"].as_str().unwrap_or("?"),
+                r["name"].as_str().unwrap_or("?")
+            )
+        },
+    )
+}
+
+fn uid_of(object: &Value) -> Option<&str> {
+    object.pointer("/metadata/uid").and_then(Value::as_str)
 }
 
 /// The parent, as children refer to it.
@@ -404,31 +531,149 @@ mod tests {
         assert!(out.get("spec").is_none());
     }
 
+    fn with_uid(mut o: Value, uid: &str) -> Value {
+        o["metadata"]["uid"] = json!(uid);
+        o
+    }
+
+    fn labelled(mut o: Value, parent: &str) -> Value {
+        o["metadata"]["labels"] = json!({PARENT_UID_LABEL: parent});
+        o
+    }
+
     #[test]
-    fn snapshots_and_objects_under_another_controller_are_applied_without_an_owner() {
+    fn new_objects_are_created_and_snapshots_without_an_owner() {
         let snap = desired(
             "snapshot.storage.k8s.io/v1/VolumeSnapshot",
             "data-final",
             json!({"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot", "metadata": {"name": "data-final"}}),
         );
-        assert_eq!(ownership(&snap, &[], "u-1"), Ownership::Unowned);
+        let family = family(&[], "u-1");
+        assert_eq!(
+            claim(&snap, None, "u-1", &family),
+            Claim::New(Ownership::Unowned)
+        );
         let out = decorate(&snap, &parent(), Ownership::Unowned);
         assert!(out["metadata"].get("ownerReferences").is_none());
         assert_eq!(out["metadata"]["labels"][PARENT_UID_LABEL], "u-1");
+        let existing = labelled(
+            child(
+                "VolumeSnapshot",
+                "snapshot.storage.k8s.io/v1",
+                "data-final",
+                None,
+            ),
+            "u-1",
+        );
+        assert_eq!(
+            claim(&snap, Some(&existing), "u-1", &family),
+            Claim::Owned(Ownership::Unowned)
+        );
+        let cm = desired(
+            "v1/ConfigMap",
+            "c",
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}),
+        );
+        assert_eq!(
+            claim(&cm, None, "u-1", &family),
+            Claim::New(Ownership::Controller)
+        );
+    }
 
-        let pod = desired(
+    #[test]
+    fn an_existing_object_of_someone_else_is_not_owned_whoever_controls_it() {
+        let secret = desired(
+            "v1/Secret",
+            "app-secret",
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "app-secret"}}),
+        );
+        let family = family(&[], "u-1");
+        // Another application's object, with no owner at all.
+        let plain = child("Secret", "v1", "app-secret", None);
+        let Claim::NotOwned(why) = claim(&secret, Some(&plain), "u-1", &family) else {
+            panic!("taken over")
+        };
+        assert_eq!(why, "exists and is not this parent's child");
+        // Another parent's child.
+        let mut theirs = child("Secret", "v1", "app-secret", Some("u-2"));
+        theirs["metadata"]["ownerReferences"][0]["kind"] = json!("SampleDB");
+        theirs["metadata"]["ownerReferences"][0]["name"] = json!("other");
+        let Claim::NotOwned(why) = claim(&secret, Some(&theirs), "u-1", &family) else {
+            panic!("re-parented")
+        };
+        assert_eq!(
+            why,
+            "exists and is controlled by SampleDB other, not by this parent"
+        );
+        // Labelled with this parent's uid by someone else, but not made by the host: its
+        // content is still not the plugin's to set.
+        let forged = labelled(plain, "u-1");
+        let with_data = desired(
+            "v1/Secret",
+            "app-secret",
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "app-secret"}, "data": {"password": "cHduZWQ="}}),
+        );
+        assert!(matches!(
+            claim(&with_data, Some(&forged), "u-1", &family),
+            Claim::NotOwned(_)
+        ));
+    }
+
+    #[test]
+    fn pods_of_the_parents_statefulset_may_only_be_labelled() {
+        let sts = with_uid(
+            child("StatefulSet", "apps/v1", "orders", Some("u-1")),
+            "sts-uid",
+        );
+        let mut pod = with_uid(child("Pod", "v1", "orders-0", Some("sts-uid")), "pod-uid");
+        pod["metadata"]["ownerReferences"][0]["kind"] = json!("StatefulSet");
+        pod["metadata"]["ownerReferences"][0]["name"] = json!("orders");
+        let foreign = with_uid(child("Pod", "v1", "other-0", Some("someone")), "x");
+        let observed = vec![sts, pod.clone(), foreign];
+        let family = family(&observed, "u-1");
+        assert!(family.contains("sts-uid") && family.contains("pod-uid") && !family.contains("x"));
+        let label = desired(
             "v1/Pod",
             "orders-0",
-            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "orders-0"}}),
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "orders-0", "labels": {"role": "primary"}}}),
         );
-        let of_statefulset = child("Pod", "v1", "orders-0", Some("sts-uid"));
         assert_eq!(
-            ownership(&pod, &[of_statefulset], "u-1"),
-            Ownership::Unowned
+            claim(&label, Some(&pod), "u-1", &family),
+            Claim::Owned(Ownership::LabelsOnly)
         );
-        let ours = child("Pod", "v1", "orders-0", Some("u-1"));
-        assert_eq!(ownership(&pod, &[ours], "u-1"), Ownership::Controller);
-        assert_eq!(ownership(&pod, &[], "u-1"), Ownership::Controller);
+        let respec = desired(
+            "v1/Pod",
+            "orders-0",
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "orders-0"}, "spec": {"nodeName": "n"}}),
+        );
+        let Claim::NotOwned(why) = claim(&respec, Some(&pod), "u-1", &family) else {
+            panic!("a Pod's spec was accepted")
+        };
+        assert_eq!(
+            why,
+            "is controlled by StatefulSet orders, a child of the parent: a plugin may set only its labels and annotations, not spec"
+        );
+        let out = decorate(&label, &parent(), Ownership::LabelsOnly);
+        assert!(out["metadata"].get("ownerReferences").is_none());
+    }
+
+    #[test]
+    fn a_plugin_sees_only_the_parents_family_of_what_carries_its_label() {
+        let sts = with_uid(
+            child("StatefulSet", "apps/v1", "orders", Some("u-1")),
+            "sts-uid",
+        );
+        let pod = with_uid(child("Pod", "v1", "orders-0", Some("sts-uid")), "pod-uid");
+        let claim_of_sts = with_uid(
+            child("PersistentVolumeClaim", "v1", "data-orders-0", None),
+            "pvc",
+        );
+        let foreign = with_uid(child("Secret", "v1", "stolen", Some("other-uid")), "s");
+        let kept: Vec<String> = ours(vec![sts, pod, claim_of_sts, foreign], "u-1")
+            .iter()
+            .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(kept, ["orders", "orders-0", "data-orders-0"]);
     }
 
     #[test]

@@ -23,8 +23,10 @@ impl std::fmt::Debug for Discovery {
 }
 
 /// Splits `group/version/Kind` (or `v1/Kind`) into a GroupVersionKind.
+/// The apiVersion must be canonical: `/v1/Kind` would otherwise resolve to the core group.
 pub fn parse_kind(key: &str) -> Option<GroupVersionKind> {
     let (api_version, kind) = key.rsplit_once('/')?;
+    crate::policy::check_api_version(api_version).ok()?;
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
     if version.is_empty() || kind.is_empty() {
         return None;

@@ -18,6 +18,7 @@ pub mod fetch;
 pub mod index;
 mod kinds;
 pub mod leader;
+pub mod limits;
 mod parent;
 mod plugins;
 mod queue;
@@ -71,9 +72,27 @@ pub enum Error {
         parent: String,
         source: pipeline::Error,
     },
+    /// A plugin declares a kind the API server does not serve (or whose scope cannot be
+    /// discovered): it is refused at load.
+    #[error("plugin {plugin}: declares kind {kind}, which the API server does not serve: {why}")]
+    KindNotServed {
+        plugin: String,
+        kind: String,
+        why: String,
+    },
+    /// A plugin declares a kind its WasmPlugin does not grant.
+    #[error("plugin {plugin}: {why}")]
+    NotGranted { plugin: String, why: String },
     /// A kind is not served by the API server.
     #[error("kind {kind} is not served by the API server: {why}")]
     Discovery { kind: String, why: String },
+    /// A desired object exists but is not this parent's child (or may only be labelled).
+    #[error("plugin {plugin}: invalid output (ObjectNotOwned): {object}: {why}")]
+    NotOwned {
+        plugin: String,
+        object: String,
+        why: String,
+    },
     /// Applying a desired object failed.
     #[error("applying {object}: {source}")]
     Apply { object: String, source: kube::Error },
@@ -99,7 +118,9 @@ impl Error {
             Error::WrongParentKind { .. } => "WrongParentKind",
             Error::Pipeline(e) => e.reason(),
             Error::Canary { source, .. } => source.reason(),
-            Error::Discovery { .. } => "KindNotServed",
+            Error::Discovery { .. } | Error::KindNotServed { .. } => "KindNotServed",
+            Error::NotGranted { .. } => "KindNotGranted",
+            Error::NotOwned { .. } => "ObjectNotOwned",
             Error::Apply { .. } => "ApplyFailed",
             Error::Prune { .. } => "PruneFailed",
             Error::Kube(_) => "ApiError",
@@ -123,6 +144,19 @@ pub struct Settings {
     pub oci: fetch::OciSettings,
     /// How often OCI tags are re-resolved; a moved tag triggers the normal verified swap.
     pub oci_poll: Duration,
+    /// The earliest a plugin may ask to be run again (`requeue-after`). Default 1 s.
+    pub min_requeue: Duration,
+    /// Reconciles of one parent in a burst, then one per `reconcile_every`. Default 10.
+    pub reconcile_burst: u32,
+    /// Default 500 ms: a parent is reconciled at most twice a second after its burst.
+    pub reconcile_every: Duration,
+    /// Plugin events on one parent in a burst, then one per `event_every` (client-go's spam
+    /// filter: 25, then one per 5 minutes). Beyond that they are dropped and counted.
+    pub event_burst: u32,
+    /// Default 5 min.
+    pub event_every: Duration,
+    /// The host's own ServiceAccount, which no plugin's pod may use.
+    pub host_account: Option<crate::policy::HostAccount>,
 }
 
 impl Default for Settings {
@@ -134,6 +168,12 @@ impl Default for Settings {
             backoff_max: Duration::from_secs(300),
             oci: fetch::OciSettings::default(),
             oci_poll: Duration::from_secs(300),
+            min_requeue: Duration::from_secs(1),
+            reconcile_burst: 10,
+            reconcile_every: Duration::from_millis(500),
+            event_burst: 25,
+            event_every: Duration::from_secs(300),
+            host_account: None,
         }
     }
 }
@@ -154,6 +194,10 @@ pub struct Shared {
     pub discovery: Discovery,
     /// Settings.
     pub settings: Settings,
+    /// Reconciles per parent uid.
+    pub reconciles: limits::Buckets,
+    /// Plugin events per parent uid.
+    pub events: limits::Buckets,
 }
 
 impl std::fmt::Debug for Shared {
@@ -177,12 +221,16 @@ impl Shared {
             controller: "windlass".into(),
             instance: Some(instance.to_string()),
         };
+        let registry = Arc::new(Registry::default());
+        registry.set_host_account(settings.host_account.clone());
         Arc::new(Shared {
+            reconciles: limits::Buckets::new(settings.reconcile_burst, settings.reconcile_every),
+            events: limits::Buckets::new(settings.event_burst, settings.event_every),
             recorder: Recorder::new(client.clone(), reporter),
             discovery: Discovery::new(client.clone()),
             client,
             runtime,
-            registry: Arc::new(Registry::default()),
+            registry,
             metrics,
             settings,
         })

@@ -9,7 +9,7 @@ use std::{
 
 use kube::{
     Api, Resource, ResourceExt,
-    api::{DeleteParams, DynamicObject, Patch, PatchParams},
+    api::{DeleteParams, DynamicObject, Patch, PatchParams, Preconditions},
     core::TypeMeta,
     runtime::{
         controller::Action,
@@ -21,19 +21,28 @@ use serde_json::{Value, json};
 
 use super::{
     Error,
-    apply::{self, FIELD_MANAGER, FINALIZER, PARENT_UID_LABEL, ParentRef},
+    apply::{self, Claim, FINALIZER, Ownership, PARENT_UID_LABEL, ParentRef},
     kinds::KindCtx,
     status,
 };
 use crate::{
     metrics::KindResult,
-    pipeline::{Outcome, Pipeline},
+    pipeline::{Desired, Outcome, Pipeline},
     runtime::Phase,
 };
 
-/// Reconciles one parent.
+/// Reconciles one parent, at most as often as the per-parent rate limit allows.
 pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<KindCtx>) -> Result<Action, Error> {
     let started = Instant::now();
+    if obj.metadata.deletion_timestamp.is_none()
+        && let Err(wait) = ctx
+            .shared
+            .reconciles
+            .take(&obj.uid().unwrap_or_default(), started)
+    {
+        tracing::debug!(parent = %obj.name_any(), ?wait, "reconcile rate limit: later");
+        return Ok(Action::requeue(wait));
+    }
     ctx.queue.started(&obj.uid().unwrap_or_default());
     let metrics = &ctx.shared.metrics;
     metrics.in_flight.inc();
@@ -109,7 +118,7 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
     if !deleting && finalizes && !has_finalizer {
         set_finalizer(obj, ctx, true).await?;
     }
-    let observed = observe(obj, ctx);
+    let observed = apply::ours(observe(obj, ctx), &uid);
     tracing::debug!(observed = observed.len(), "observed from the caches");
     let phase = if deleting {
         Phase::Finalize
@@ -127,6 +136,11 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
     {
         Ok(outcome) => outcome,
         Err(e) => {
+            if let Error::Pipeline(p) = &e
+                && let (Some(rule), Some(plugin)) = (p.rule(), p.plugin())
+            {
+                ctx.shared.metrics.record_refusal(plugin, rule.as_str());
+            }
             report_failure(obj, &parent, ctx, &e).await;
             return Err(e);
         }
@@ -139,6 +153,9 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
     };
     tracing::debug!(desired = outcome.desired.len(), "pipeline ran");
     if let Err(e) = apply_all(ctx, &outcome, &parent_ref, &observed).await {
+        if let Error::NotOwned { plugin, .. } = &e {
+            ctx.shared.metrics.record_refusal(plugin, "ObjectNotOwned");
+        }
         report_failure(obj, &parent, ctx, &e).await;
         return Err(e);
     }
@@ -166,17 +183,27 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
     }
     publish_events(obj, ctx, &outcome).await;
     tracing::debug!(events = outcome.events.len(), "events published");
+    // A plugin picks when it runs again, but never sooner than the floor.
+    let floor = ctx.shared.settings.min_requeue;
     if deleting {
         if outcome.finalized {
             set_finalizer(obj, ctx, false).await?;
+            ctx.shared.reconciles.forget(&uid);
+            ctx.shared.events.forget(&uid);
             return Ok(Action::await_change());
         }
         return Ok(Action::requeue(
-            outcome.requeue_after.unwrap_or(Duration::from_secs(5)),
+            outcome
+                .requeue_after
+                .unwrap_or(Duration::from_secs(5))
+                .max(floor),
         ));
     }
     Ok(Action::requeue(
-        outcome.requeue_after.unwrap_or(ctx.shared.settings.resync),
+        outcome
+            .requeue_after
+            .unwrap_or(ctx.shared.settings.resync)
+            .max(floor),
     ))
 }
 
@@ -246,43 +273,99 @@ async fn run_pipeline(
     .map_err(Error::from)
 }
 
-/// Server-side applies every desired object, decorated with owner (see [`apply::ownership`]),
-/// labels, provenance and the applied stamp — except those the cluster already holds exactly
-/// as they would be applied ([`apply::up_to_date`]).
+/// Server-side applies every desired object the parent may write, decorated with owner (see
+/// [`apply::claim`]), labels, provenance and the applied stamp — except those the cluster
+/// already holds exactly as they would be applied ([`apply::up_to_date`]).
+///
+/// # Guarantees
+/// Before anything is written, every desired object that was not observed as the parent's is
+/// read by name: if it exists and is not the parent's, the whole apply is refused
+/// ([`Error::NotOwned`]) and nothing is written. Objects are applied with the parent's own field
+/// manager; `force` only where the parent is the controller (or the host's record of an
+/// outliving object), so drift on its own children is put back; creations and labels on
+/// objects of the parent's children are applied without force.
 async fn apply_all(
     ctx: &KindCtx,
     outcome: &Outcome,
     parent: &ParentRef,
     observed: &[Value],
 ) -> Result<(), Error> {
-    let client = &ctx.shared.client;
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    let changed: Vec<_> = outcome
-        .desired
-        .iter()
-        .filter_map(|desired| {
-            let ownership = apply::ownership(desired, observed, &parent.uid);
-            let mut object = apply::decorate(desired, parent, ownership);
-            apply::stamp(&mut object);
-            let skip = apply::up_to_date(&object, observed);
-            ctx.shared.metrics.record_write(&desired.object.kind, !skip);
-            (!skip).then_some((desired, object))
-        })
-        .collect();
+    let family = apply::family(observed, &parent.uid);
+    let manager = apply::field_manager(&parent.uid);
+    let find = |d: &Desired| {
+        let id = (
+            d.object.kind.clone(),
+            d.object.namespace.clone().unwrap_or_default(),
+            d.object.name.clone(),
+        );
+        observed.iter().find(|o| apply::identity(o) == id)
+    };
+    // Reads of what was not observed: does something of that name exist already?
+    let reads = outcome.desired.iter().map(|desired| async {
+        let claim = apply::claim(desired, find(desired), &parent.uid, &family);
+        if !matches!(claim, Claim::New(_)) {
+            return Ok::<_, Error>(claim);
+        }
+        let api = api_for(
+            ctx,
+            &desired.object.kind,
+            desired.object.namespace.as_deref(),
+        )
+        .await?;
+        let existing = api
+            .get_opt(&desired.object.name)
+            .await
+            .map_err(|source| Error::Apply {
+                object: crate::policy::describe(&desired.object),
+                source,
+            })?
+            .and_then(|o| serde_json::to_value(o).ok());
+        Ok(apply::claim(
+            desired,
+            existing.as_ref(),
+            &parent.uid,
+            &family,
+        ))
+    });
+    let claims = futures::future::try_join_all(reads).await?;
+    let mut writes = Vec::new();
+    for (desired, claim) in outcome.desired.iter().zip(claims) {
+        let (ownership, force) = match claim {
+            Claim::NotOwned(why) => {
+                return Err(Error::NotOwned {
+                    plugin: desired.plugin.clone(),
+                    object: crate::policy::describe(&desired.object),
+                    why,
+                });
+            }
+            Claim::New(ownership) => (ownership, false),
+            Claim::Owned(Ownership::LabelsOnly) => (Ownership::LabelsOnly, false),
+            Claim::Owned(ownership) => (ownership, true),
+        };
+        let mut object = apply::decorate(desired, parent, ownership);
+        apply::stamp(&mut object);
+        let skip = apply::up_to_date(&object, observed);
+        ctx.shared.metrics.record_write(&desired.object.kind, !skip);
+        if !skip {
+            writes.push((desired, object, force));
+        }
+    }
     tracing::debug!(
-        unchanged = outcome.desired.len() - changed.len(),
-        changed = changed.len(),
+        unchanged = outcome.desired.len() - writes.len(),
+        changed = writes.len(),
         "skipping applies that would change nothing"
     );
-    let writes = changed.into_iter().map(|(desired, object)| {
-        let params = params.clone();
+    let writes = writes.into_iter().map(|(desired, object, force)| {
+        let mut params = PatchParams::apply(&manager);
+        params.force = force;
         async move {
             let describe = crate::policy::describe(&desired.object);
-            let (ar, namespaced) = ctx.shared.discovery.resolve(&desired.object.kind).await?;
-            let api: Api<DynamicObject> = match (&desired.object.namespace, namespaced) {
-                (Some(ns), true) => Api::namespaced_with(client.clone(), ns, &ar),
-                _ => Api::all_with(client.clone(), &ar),
-            };
+            let api = api_for(
+                ctx,
+                &desired.object.kind,
+                desired.object.namespace.as_deref(),
+            )
+            .await?;
             api.patch(&desired.object.name, &params, &Patch::Apply(&object))
                 .await
                 .map(|_| ())
@@ -295,25 +378,62 @@ async fn apply_all(
     futures::future::try_join_all(writes).await.map(|_| ())
 }
 
-/// Deletes children no plugin wants any more.
+/// The API of a kind in a namespace, with the scope discovery reports. A namespace given for a
+/// cluster-scoped kind, or missing for a namespaced one, is an error, never a cluster-wide API.
+async fn api_for(
+    ctx: &KindCtx,
+    kind: &str,
+    namespace: Option<&str>,
+) -> Result<Api<DynamicObject>, Error> {
+    let (ar, namespaced) = ctx.shared.discovery.resolve(kind).await?;
+    let client = ctx.shared.client.clone();
+    match (namespace, namespaced) {
+        (Some(ns), true) if !ns.is_empty() => Ok(Api::namespaced_with(client, ns, &ar)),
+        (None, false) => Ok(Api::all_with(client, &ar)),
+        (Some(""), false) => Ok(Api::all_with(client, &ar)),
+        (ns, namespaced) => Err(Error::Discovery {
+            kind: kind.to_string(),
+            why: format!(
+                "the kind is {}, but the object {}",
+                if namespaced {
+                    "namespaced"
+                } else {
+                    "cluster-scoped"
+                },
+                match ns {
+                    Some(ns) if !ns.is_empty() => format!("names namespace {ns}"),
+                    _ => "names no namespace".to_string(),
+                }
+            ),
+        }),
+    }
+}
+
+/// Deletes children no plugin wants any more, each only if it is still the object observed
+/// (a precondition on its uid: one deleted and re-created by someone else is left alone).
 async fn prune(ctx: &KindCtx, plan: &[&Value]) -> Result<(), Error> {
     for object in plan {
         let (kind, namespace, name) = apply::identity(object);
-        let (ar, namespaced) = ctx.shared.discovery.resolve(&kind).await?;
-        let api: Api<DynamicObject> = if namespaced {
-            Api::namespaced_with(ctx.shared.client.clone(), &namespace, &ar)
-        } else {
-            Api::all_with(ctx.shared.client.clone(), &ar)
-        };
+        let api = api_for(ctx, &kind, Some(namespace.as_str())).await?;
         tracing::info!(
             kind,
             namespace,
             name,
             "pruning a child no plugin wants any more"
         );
-        match api.delete(&name, &DeleteParams::background()).await {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: object
+                    .pointer("/metadata/uid")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                resource_version: None,
+            }),
+            ..DeleteParams::background()
+        };
+        match api.delete(&name, &params).await {
             Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
             Err(source) => {
                 return Err(Error::Prune {
                     object: format!("{kind} {namespace}/{name}"),
@@ -410,8 +530,16 @@ fn failure_patch(parent: &Value, error: &Error) -> Value {
 
 async fn publish_events(obj: &DynamicObject, ctx: &KindCtx, outcome: &Outcome) {
     let reference = obj.object_ref(&ctx.resource);
+    let uid = obj.uid().unwrap_or_default();
     for reported in &outcome.events {
         let e = &reported.item;
+        if ctx.shared.events.take(&uid, Instant::now()).is_err() {
+            tracing::debug!(plugin = %reported.plugin, reason = %e.reason, "event dropped by the per-parent event rate limit");
+            ctx.shared
+                .metrics
+                .record_refusal(&reported.plugin, "EventRate");
+            continue;
+        }
         let event = Event {
             type_: if e.warning {
                 EventType::Warning

@@ -24,7 +24,7 @@ use super::{Error, Shared, apply::PARENT_UID_LABEL, fetch};
 use crate::{
     crd::{self, WasmPlugin, WasmPluginSpec},
     pipeline::{FailurePolicy, Stage},
-    policy::Grants,
+    policy::{Grants, Level, PodGrants, Policy},
     runtime::{InstanceMode, Limits, LoadOptions, Phase},
 };
 
@@ -214,20 +214,43 @@ impl Loader {
                 declared: plugin.info().parent_kinds.clone(),
             });
         }
+        // Every kind the plugin produces or reads must be served, with a known scope: a plugin
+        // that cannot be checked is refused here rather than failing (or guessing a scope) at
+        // apply time.
+        let info = plugin.info();
         let mut cluster_scoped = Vec::new();
-        for kind in &plugin.info().child_kinds {
-            // Best effort: a kind the server does not serve yet fails at apply, naming it.
-            if let Ok((_, false)) = shared.discovery.resolve(kind).await {
-                cluster_scoped.push(kind.clone());
+        let mut policy = Policy::default();
+        for kind in info.child_kinds.iter().chain(&info.reads_kinds) {
+            match shared.discovery.resolve(kind).await {
+                Ok((_, false)) => {
+                    cluster_scoped.push(kind.clone());
+                    policy.add_cluster_scoped(kind.clone());
+                }
+                Ok((_, true)) => {}
+                Err(e) => {
+                    return Err(Error::KindNotServed {
+                        plugin: plugin.name().to_string(),
+                        kind: kind.clone(),
+                        why: e.to_string(),
+                    });
+                }
             }
         }
+        let grants = match &spec.grants {
+            Some(kinds) => Grants::Kinds(kinds.iter().cloned().collect()),
+            None => Grants::Declared,
+        };
+        grants
+            .check_reads(&policy, &info.reads_kinds)
+            .map_err(|why| Error::NotGranted {
+                plugin: plugin.name().to_string(),
+                why,
+            })?;
         let stage = Stage {
             plugin: Arc::new(plugin),
             config: spec.config.clone().unwrap_or_else(|| json!({})),
-            grants: match &spec.grants {
-                Some(kinds) => Grants::Kinds(kinds.iter().cloned().collect()),
-                None => Grants::Declared,
-            },
+            grants,
+            pods: pod_grants(&spec.pod_security),
             failure_policy: match spec.failure_policy {
                 crd::FailurePolicy::Fail => FailurePolicy::Fail,
                 crd::FailurePolicy::Ignore => FailurePolicy::Ignore,
@@ -432,6 +455,19 @@ impl Loader {
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
         Ok(())
+    }
+}
+
+/// What a WasmPlugin grants the pods its plugin produces.
+fn pod_grants(spec: &crd::PodSecurity) -> PodGrants {
+    PodGrants {
+        level: match spec.level {
+            crd::PodSecurityLevel::Restricted => Level::Restricted,
+            crd::PodSecurityLevel::Baseline => Level::Baseline,
+            crd::PodSecurityLevel::Privileged => Level::Privileged,
+        },
+        service_accounts: spec.service_accounts.clone(),
+        automount_token: spec.automount_service_account_token,
     }
 }
 

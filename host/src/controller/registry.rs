@@ -63,6 +63,11 @@ impl Registry {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Tells the policy which ServiceAccount the host runs as: no plugin's pod may use it.
+    pub fn set_host_account(&self, account: Option<crate::policy::HostAccount>) {
+        self.lock().policy.host_account = account;
+    }
+
     /// The current pipeline of a parent kind (`group/version/Kind`).
     pub fn pipeline(&self, kind: &str) -> Option<Arc<Pipeline>> {
         self.lock().pipelines.get(kind).cloned()

@@ -6,6 +6,10 @@
 wasmtime::component::bindgen!({
     path: "../wit",
     world: "plugin",
+    // Exports are called asynchronously so that a call can be abandoned at its deadline even
+    // while the guest waits inside a host call (a WASI sleep or poll), where epoch interruption
+    // cannot reach it. The `log` import stays synchronous: it never waits.
+    exports: { default: async },
 });
 
 pub use windlass::plugin::log::Level;

@@ -4,11 +4,18 @@
 //! # Guarantees
 //! - A guest cannot read files, the environment or arguments, and cannot open sockets: WASI is
 //!   linked with an empty context.
-//! - A call is interrupted after its time limit (epoch interruption, checked every tick) and
-//!   trapped when it grows memory beyond its limit; fuel, when enabled, bounds instructions.
+//! - A call is interrupted after its time limit whatever the guest does: epoch interruption
+//!   (checked every tick) stops wasm code, and a wall-clock deadline on the asynchronous call
+//!   abandons a guest that waits inside a host call (a WASI sleep or poll), where epochs do not
+//!   fire. The same holds for the `info` smoke call at load.
+//! - A call is trapped when it grows memory beyond its limit, or its WASI resource table beyond
+//!   a fixed size; fuel, when enabled, bounds instructions.
+//! - A guest has no clock of the host's: its wall clock reads the request's `now` and its
+//!   monotonic clock starts at zero with each instance. Random numbers come from the host.
 //! - By default every call gets a fresh instance, so a guest cannot carry state from one parent
 //!   to the next. [`InstanceMode::Reuse`] keeps instances warm for heavy guests (Python,
-//!   JavaScript) and discards any instance that trapped.
+//!   JavaScript), never hands an instance to a call of another tenant (the caller's word: the
+//!   host uses the parent's namespace), and discards any instance that trapped or timed out.
 //! - A plugin that traps, times out or runs out of memory leaves the runtime serving every other
 //!   plugin.
 
@@ -147,6 +154,10 @@ struct Inner {
     config: RuntimeConfig,
     stop: Arc<AtomicBool>,
     ticker: Option<JoinHandle<()>>,
+    /// Drives the timers of WASI host calls (sleep, poll) and of call deadlines. Calls
+    /// themselves run on the caller's thread.
+    /// `None` only while being dropped.
+    timers: Option<tokio::runtime::Runtime>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -163,6 +174,11 @@ impl Drop for Inner {
         if let Some(ticker) = self.ticker.take() {
             let _ = ticker.join();
         }
+        // The runtime may be dropped on an async task (the operator stopping): a blocking
+        // shutdown would panic there.
+        if let Some(timers) = self.timers.take() {
+            timers.shutdown_background();
+        }
     }
 }
 
@@ -173,7 +189,7 @@ impl Runtime {
         let engine =
             Engine::new(&engine_config(&config)).map_err(|e| Error::Engine(format!("{e:#}")))?;
         let mut linker = Linker::<Sandbox>::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| Error::Engine(format!("linking WASI: {e:#}")))?;
         bindings::Plugin::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s)
             .map_err(|e| Error::Engine(format!("linking windlass:plugin/log: {e:#}")))?;
@@ -196,8 +212,15 @@ impl Runtime {
                 })
                 .map_err(|e| Error::Engine(format!("starting the epoch ticker: {e}")))?
         };
+        let timers = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("windlass-wasi")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Engine(format!("starting the timer thread: {e}")))?;
         Ok(Runtime {
             inner: Arc::new(Inner {
+                timers: Some(timers),
                 engine,
                 linker,
                 cache,
@@ -341,6 +364,19 @@ impl Runtime {
         lock(&self.inner.compiled).remove(digest);
     }
 
+    /// Runs a guest call on this thread until it finishes or `limit` has passed, whichever
+    /// comes first; `None` when the deadline came first (the call is then abandoned: its store
+    /// must be dropped).
+    ///
+    /// # Why a wall-clock deadline beside epochs
+    /// Epoch interruption is checked only while wasm code runs. A guest blocked in a host call
+    /// (a WASI sleep or poll) never reaches a check; the asynchronous call yields there instead,
+    /// so this deadline can drop it.
+    fn run_until<F: std::future::Future>(&self, limit: Duration, call: F) -> Option<F::Output> {
+        let _context = self.inner.timers.as_ref().map(|t| t.enter());
+        futures::executor::block_on(async { tokio::time::timeout(limit, call).await.ok() })
+    }
+
     /// Epoch ticks a call of `timeout` may run for (one more than the quotient: the current
     /// tick may be nearly over when the call starts).
     fn deadline_ticks(&self, timeout: Duration) -> u64 {
@@ -367,6 +403,7 @@ fn engine_config(config: &RuntimeConfig) -> Config {
         .linear_memory_keep_resident(config.keep_resident_bytes)
         .table_keep_resident(64 << 10);
     let mut c = Config::new();
+    pool.total_stacks(n);
     c.wasm_component_model(true)
         .epoch_interruption(true)
         .consume_fuel(config.fuel)

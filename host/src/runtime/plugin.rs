@@ -14,7 +14,7 @@ use super::{
     sandbox::Sandbox,
 };
 
-/// How many warm instances a plugin in [`InstanceMode::Reuse`] keeps idle.
+/// How many warm instances a plugin in [`InstanceMode::Reuse`] keeps idle, across tenants.
 const MAX_IDLE: usize = 4;
 /// How much of a guest's stderr a trap message carries.
 const STDERR_TAIL: usize = 2_000;
@@ -30,7 +30,8 @@ pub struct Plugin {
     info: PluginInfo,
     pre: bindings::PluginPre<Sandbox>,
     options: LoadOptions,
-    idle: Mutex<Vec<Warm>>,
+    /// Idle instances with the tenant whose calls they served; oldest first.
+    idle: Mutex<Vec<(String, Warm)>>,
 }
 
 /// An instance with its store, ready for a call.
@@ -92,13 +93,26 @@ impl Plugin {
             idle: Mutex::new(Vec::new()),
         };
         // The smoke call: a component that cannot even describe itself never gets loaded.
-        let mut warm = plugin.instantiate()?;
-        let info = warm
-            .bindings
-            .windlass_plugin_reconciler()
-            .call_info(&mut warm.store);
-        let stderr = warm.store.data().flush_output();
-        let info = info.map_err(|e| plugin.classify(&warm.store, e, &stderr))?;
+        // It runs under the same deadline as any call: a guest that sleeps in `info` is stopped.
+        let timeout = plugin.options.limits.timeout;
+        let runtime = plugin.runtime.clone();
+        let info = runtime
+            .run_until(hard_deadline(timeout), async {
+                let mut warm = plugin.instantiate().await?;
+                let info = warm
+                    .bindings
+                    .windlass_plugin_reconciler()
+                    .call_info(&mut warm.store)
+                    .await;
+                let stderr = warm.store.data().flush_output();
+                info.map_err(|e| plugin.classify(&warm.store, e, &stderr))
+            })
+            .unwrap_or_else(|| {
+                Err(Error::Timeout {
+                    plugin: label.to_string(),
+                    limit: timeout,
+                })
+            })?;
         if info.name.is_empty() {
             return Err(Error::InvalidInfo {
                 plugin: label.to_string(),
@@ -152,29 +166,54 @@ impl Plugin {
 
     /// [`Plugin::call`], with what the call cost.
     pub fn call_measured(&self, req: &Request) -> (Result<Response>, CallStats) {
+        self.call_for("", req)
+    }
+
+    /// [`Plugin::call_measured`] on behalf of `tenant`: in [`InstanceMode::Reuse`] an instance
+    /// that served one tenant never serves another, so no guest state crosses between them.
+    pub fn call_for(&self, tenant: &str, req: &Request) -> (Result<Response>, CallStats) {
         let started = Instant::now();
         let reused = self.options.mode == InstanceMode::Reuse;
-        let warm = if reused { lock(&self.idle).pop() } else { None };
+        let timeout = self.options.limits.timeout;
+        let warm = if reused { self.take_idle(tenant) } else { None };
         let was_warm = warm.is_some();
-        let mut warm = match warm.map(Ok).unwrap_or_else(|| self.instantiate()) {
-            Ok(warm) => warm,
-            Err(e) => {
-                let stats = CallStats {
-                    duration: started.elapsed(),
-                    ..CallStats::default()
-                };
-                return (Err(e), stats);
-            }
+        let failed = |e| {
+            let stats = CallStats {
+                duration: started.elapsed(),
+                ..CallStats::default()
+            };
+            (Err(e), stats)
         };
-        if was_warm {
-            self.arm(&mut warm.store);
-            warm.store.data_mut().reset_call();
-        }
-        let fuel_before = warm.store.get_fuel().ok();
-        let outcome = warm
-            .bindings
-            .windlass_plugin_reconciler()
-            .call_reconcile(&mut warm.store, req);
+        let call = async {
+            let mut warm = match warm {
+                Some(warm) => warm,
+                None => self.instantiate().await?,
+            };
+            if was_warm {
+                self.arm(&mut warm.store);
+                warm.store.data_mut().reset_call();
+            }
+            warm.store.data().clock.set_now(&req.now);
+            let fuel_before = warm.store.get_fuel().ok();
+            let outcome = warm
+                .bindings
+                .windlass_plugin_reconciler()
+                .call_reconcile(&mut warm.store, req)
+                .await;
+            Ok::<_, Error>((warm, fuel_before, outcome))
+        };
+        let (mut warm, fuel_before, outcome) =
+            match self.runtime.run_until(hard_deadline(timeout), call) {
+                Some(Ok(done)) => done,
+                Some(Err(e)) => return failed(e),
+                // Abandoned inside a host call: the store went with the call.
+                None => {
+                    return failed(Error::Timeout {
+                        plugin: self.name.to_string(),
+                        limit: timeout,
+                    });
+                }
+            };
         let stderr = warm.store.data().flush_output();
         let stats = CallStats {
             duration: started.elapsed(),
@@ -191,23 +230,32 @@ impl Plugin {
             Err(e) => return (Err(self.classify(&warm.store, e, &stderr)), stats),
         };
         if reused {
+            warm.store.data_mut().reset_call();
             let mut idle = lock(&self.idle);
-            if idle.len() < MAX_IDLE {
-                idle.push(warm);
+            idle.push((tenant.to_string(), warm));
+            if idle.len() > MAX_IDLE {
+                idle.remove(0);
             }
         }
         (result, stats)
     }
 
+    /// The most recently idle instance that served `tenant`, if any.
+    fn take_idle(&self, tenant: &str) -> Option<Warm> {
+        let mut idle = lock(&self.idle);
+        let at = idle.iter().rposition(|(t, _)| t == tenant)?;
+        Some(idle.remove(at).1)
+    }
+
     /// A new store with the plugin's limits, and an instance in it.
-    fn instantiate(&self) -> Result<Warm> {
+    async fn instantiate(&self) -> Result<Warm> {
         let mut store = Store::new(
             &self.runtime.inner.engine,
             Sandbox::new(self.name.clone(), self.options.limits.memory_bytes),
         );
         store.limiter(|s| &mut s.limiter);
         self.arm(&mut store);
-        match self.pre.instantiate(&mut store) {
+        match self.pre.instantiate_async(&mut store).await {
             Ok(bindings) => Ok(Warm { store, bindings }),
             Err(e) => {
                 let stderr = store.data().flush_output();
@@ -253,6 +301,17 @@ impl Plugin {
                 limit: limits.memory_bytes,
             };
         }
+        if let Some(wasmtime_wasi::ResourceTableError::Full) =
+            e.downcast_ref::<wasmtime_wasi::ResourceTableError>()
+        {
+            return Error::Trap {
+                plugin,
+                message: format!(
+                    "the guest holds more than {} WASI resources (streams, pollables, …) at once",
+                    super::sandbox::MAX_RESOURCES
+                ),
+            };
+        }
         match e.downcast_ref::<Trap>() {
             Some(Trap::Interrupt) => Error::Timeout {
                 plugin,
@@ -272,6 +331,17 @@ impl Plugin {
             },
         }
     }
+}
+
+/// The wall-clock bound of a whole call with time limit `limit`: one and a half times the limit.
+///
+/// # Why not the limit itself
+/// Epoch interruption stops wasm code at the limit; this bound is for what epochs cannot see —
+/// a guest waiting in a host call, and the host lifting a large result out of guest memory —
+/// and it must not pre-empt the epoch trap, which reports a compute-bound guest precisely. The
+/// issue's bound is 2× the limit; 1.5× leaves room for scheduling.
+fn hard_deadline(limit: Duration) -> Duration {
+    limit + limit / 2
 }
 
 /// Appends the end of what the guest wrote to stderr (for a Rust guest, its panic message),

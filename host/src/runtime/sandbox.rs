@@ -1,17 +1,28 @@
-//! The per-instance state a guest runs against: an empty WASI context, a memory limiter, output
-//! capture and the `log` import.
+//! The per-instance state a guest runs against: an empty WASI context with the host's clocks
+//! hidden, a memory limiter, a bounded resource table, output capture and the `log` import.
 
-use std::sync::Arc;
+use std::{
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
 
 use wasmtime::ResourceLimiter;
-use wasmtime_wasi::{ResourceTable, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi::{
+    HostMonotonicClock, HostWallClock, ResourceTable, WasiCtx, WasiCtxBuilder, WasiCtxView,
+    WasiView,
+};
 
 use super::{bindings, output::GuestOutput};
 
 /// How much of each of stdout and stderr is kept per call.
 const OUTPUT_CAPACITY: usize = 64 * 1024;
 /// How many `log` lines a guest may write per call before the rest are dropped.
-const MAX_LOG_LINES: u32 = 1_000;
+pub(crate) const MAX_LOG_LINES: u32 = 200;
+/// How many bytes of one `log` line are kept; the rest is cut, saying how much.
+pub(crate) const MAX_LOG_LINE_BYTES: usize = 4 << 10;
+/// How many WASI resources (streams, pollables, …) an instance may hold at once. A guest
+/// needs a handful; without a cap each one is host memory the memory limit does not count.
+pub(crate) const MAX_RESOURCES: usize = 10_000;
 /// How many table elements a guest may grow its tables to.
 const MAX_TABLE_ELEMENTS: usize = 1_000_000;
 
@@ -24,6 +35,7 @@ pub(crate) struct Sandbox {
     pub(crate) stdout: GuestOutput,
     pub(crate) stderr: GuestOutput,
     log_lines: u32,
+    pub(crate) clock: Arc<GuestClock>,
 }
 
 impl Sandbox {
@@ -32,14 +44,20 @@ impl Sandbox {
     pub(crate) fn new(plugin: Arc<str>, memory_limit: usize) -> Self {
         let stdout = GuestOutput::new(OUTPUT_CAPACITY);
         let stderr = GuestOutput::new(OUTPUT_CAPACITY);
+        let clock = Arc::new(GuestClock::new());
         let wasi = WasiCtxBuilder::new()
             .stdout(stdout.clone())
             .stderr(stderr.clone())
+            .wall_clock(WallClock(clock.clone()))
+            .monotonic_clock(MonotonicClock(clock.clone()))
             .build();
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(MAX_RESOURCES);
         Sandbox {
             plugin,
             wasi,
-            table: ResourceTable::new(),
+            table,
+            clock,
             limiter: MemoryLimiter::new(memory_limit),
             stdout,
             stderr,
@@ -85,6 +103,7 @@ impl WasiView for Sandbox {
 impl bindings::windlass::plugin::log::Host for Sandbox {
     fn log(&mut self, level: bindings::Level, message: String) {
         self.log_lines += 1;
+        let message = cut_line(message);
         if self.log_lines > MAX_LOG_LINES {
             if self.log_lines == MAX_LOG_LINES + 1 {
                 tracing::warn!(plugin = %self.plugin, "more than {MAX_LOG_LINES} log lines in one call; dropping the rest");
@@ -98,6 +117,79 @@ impl bindings::windlass::plugin::log::Host for Sandbox {
             bindings::Level::Warn => tracing::warn!(plugin, "{message}"),
             bindings::Level::Error => tracing::error!(plugin, "{message}"),
         }
+    }
+}
+
+/// Cuts a log line to [`MAX_LOG_LINE_BYTES`] (on a character boundary), saying how much went.
+fn cut_line(mut message: String) -> String {
+    if message.len() <= MAX_LOG_LINE_BYTES {
+        return message;
+    }
+    let mut end = MAX_LOG_LINE_BYTES;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    let cut = message.len() - end;
+    message.truncate(end);
+    message.push_str(&format!(" … [{cut} more bytes cut by the host]"));
+    message
+}
+
+/// The time a guest sees: the wall clock reads the request's `now` (set before each call; the
+/// Unix epoch before the first, e.g. in `info`), and the monotonic clock counts from zero since
+/// the instance was made, in whole milliseconds. Neither reveals the host's clock.
+#[derive(Debug)]
+pub(crate) struct GuestClock {
+    wall: Mutex<Duration>,
+    started: Instant,
+}
+
+impl GuestClock {
+    fn new() -> Self {
+        GuestClock {
+            wall: Mutex::new(Duration::ZERO),
+            started: Instant::now(),
+        }
+    }
+
+    /// Sets what the wall clock reads for the next call: `now` as RFC 3339 (the request's).
+    /// A `now` that does not parse leaves the clock at the Unix epoch.
+    pub(crate) fn set_now(&self, now: &str) {
+        let since_epoch = now
+            .parse::<jiff::Timestamp>()
+            .ok()
+            .and_then(|t| {
+                let secs = u64::try_from(t.as_second()).ok()?;
+                let nanos = u32::try_from(t.subsec_nanosecond()).ok()?;
+                Some(Duration::new(secs, nanos))
+            })
+            .unwrap_or(Duration::ZERO);
+        *self.wall.lock().unwrap_or_else(|e| e.into_inner()) = since_epoch;
+    }
+}
+
+struct WallClock(Arc<GuestClock>);
+
+impl HostWallClock for WallClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+
+    fn now(&self) -> Duration {
+        *self.0.wall.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+struct MonotonicClock(Arc<GuestClock>);
+
+impl HostMonotonicClock for MonotonicClock {
+    fn resolution(&self) -> u64 {
+        1_000_000
+    }
+
+    fn now(&self) -> u64 {
+        let ms = self.0.started.elapsed().as_millis();
+        u64::try_from(ms).unwrap_or(u64::MAX / 1_000_000) * 1_000_000
     }
 }
 

@@ -130,6 +130,16 @@ impl Env {
         self.operator = Some(handle);
     }
 
+    /// The operator's metrics, as /metrics serves them.
+    pub async fn metrics(&self) -> String {
+        self.operator
+            .as_ref()
+            .expect("the operator runs")
+            .health
+            .metrics
+            .encode()
+    }
+
     pub async fn put_plugin_bytes(&self, name: &str, bytes: Vec<u8>) {
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), "windlass-system");
         let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();

@@ -72,8 +72,9 @@ pub(crate) fn image(ctx: &Context, spec: &SampleDbSpec, config: &Config) -> Stri
 
 /// A Job's spec running `command` in the database image, connected to the database through
 /// the config ConfigMap and the credentials Secret, with the backup volume mounted at
-/// [`BACKUP_MOUNT`]. `writes` mounts it writable and sets `BACKUP_NAME` to the Job's name (the
-/// dump is `<BACKUP_MOUNT>/<BACKUP_NAME>.dump`: the name `restoreFrom` takes).
+/// [`BACKUP_MOUNT`], in a Pod that passes the Pod Security Standard `restricted`
+/// ([`pod::restricted`]). `writes` mounts it writable and sets `BACKUP_NAME` to the Job's name
+/// (the dump is `<BACKUP_MOUNT>/<BACKUP_NAME>.dump`: the name `restoreFrom` takes).
 pub(crate) fn job_spec(
     ctx: &Context,
     spec: &SampleDbSpec,
@@ -114,12 +115,12 @@ pub(crate) fn job_spec(
                 labels: Some(labels(name, component)),
                 ..ObjectMeta::default()
             }),
-            spec: Some(PodSpec {
+            spec: Some(pod::restricted(PodSpec {
                 restart_policy: Some("Never".into()),
                 containers: vec![container],
                 volumes: Some(vec![volume]),
                 ..PodSpec::default()
-            }),
+            })),
         },
         ..JobSpec::default()
     }

@@ -297,6 +297,7 @@ pub fn image_with_tag(image: &str, version: &str) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // Tests: a panic is the failure report.
 mod tests {
     use super::*;
 

@@ -4,7 +4,7 @@
 //! the same run that sees it complete would let a lagging read of the parent (status not yet
 //! written) recreate it, and a second init would wipe a live database.
 
-use sampledb_api::{SampleDbSpec, names, selector_labels};
+use sampledb_api::{SampleDbSpec, names, pod, selector_labels};
 use windlass_sdk::{
     Context, Output, Result, Value,
     jobs::{JobState, job_state},
@@ -127,7 +127,7 @@ fn job(name: &str, spec: &SampleDbSpec, image: &str) -> Job {
             // No Pod labels: the Services select the database Pods by the SampleDB's labels.
             template: PodTemplateSpec {
                 metadata: None,
-                spec: Some(PodSpec {
+                spec: Some(pod::restricted(PodSpec {
                     restart_policy: Some("Never".into()),
                     containers: vec![Container {
                         name: "init".into(),
@@ -138,7 +138,7 @@ fn job(name: &str, spec: &SampleDbSpec, image: &str) -> Job {
                         ..Container::default()
                     }],
                     ..PodSpec::default()
-                }),
+                })),
             },
             ..JobSpec::default()
         }),

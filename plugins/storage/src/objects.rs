@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use sampledb_api::{
-    CONTAINER, DATA_MOUNT, DeletionPolicy, PORT, SampleDbSpec, names, selector_labels,
+    CONTAINER, DATA_MOUNT, DeletionPolicy, PORT, SampleDbSpec, names, pod, selector_labels,
 };
 use windlass_sdk::k8s_openapi::{
     api::{
@@ -172,11 +172,11 @@ pub(crate) fn statefulset(name: &str, spec: &SampleDbSpec, config: &Config) -> S
                     labels: Some(labels),
                     ..ObjectMeta::default()
                 }),
-                spec: Some(PodSpec {
+                spec: Some(pod::restricted(PodSpec {
                     containers: vec![container],
                     termination_grace_period_seconds: Some(30),
                     ..PodSpec::default()
-                }),
+                })),
             },
             volume_claim_templates: Some(vec![claim]),
             ..StatefulSetSpec::default()

@@ -37,6 +37,39 @@ fn container(out: &Output) -> &Value {
     &out.find("apps/v1/StatefulSet", "orders").unwrap()["spec"]["template"]["spec"]["containers"][0]
 }
 
+/// Asserts that the Pod spec `pod` passes the Pod Security Standard `restricted` the host
+/// enforces: no service account token, non-root with the default seccomp profile, every
+/// container without privilege escalation or capabilities, and only allowed volume types.
+fn assert_restricted(pod: &Value) {
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["securityContext"]["runAsUser"], 999);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let init = pod["initContainers"].as_array().into_iter().flatten();
+    for c in pod["containers"].as_array().unwrap().iter().chain(init) {
+        let security = &c["securityContext"];
+        assert_eq!(security["allowPrivilegeEscalation"], false, "{}", c["name"]);
+        assert_eq!(
+            security["capabilities"]["drop"],
+            json!(["ALL"]),
+            "{}",
+            c["name"]
+        );
+    }
+    for volume in pod["volumes"].as_array().into_iter().flatten() {
+        assert!(
+            volume
+                .as_object()
+                .unwrap()
+                .keys()
+                .all(|k| k == "name" || k == "persistentVolumeClaim")
+        );
+    }
+}
+
 fn secret_data(out: &Output) -> &Value {
     &out.find("v1/Secret", "orders-credentials").unwrap()["data"]
 }
@@ -348,4 +381,15 @@ fn quantities_and_config_keys_are_checked() {
     assert!(!is_quantity("Gi") && !is_quantity("10 Gi") && !is_quantity("10GB"));
     assert!(is_config_key("shared_buffers") && is_config_key("a.b-c"));
     assert!(!is_config_key("") && !is_config_key("a/b") && !is_config_key("a b"));
+}
+
+#[test]
+fn the_database_and_init_pods_run_as_non_root_without_privileges_or_a_token() {
+    let out = run(Harness::from_yaml(DB).observed_yaml(STS_ONE_READY));
+    for (kind, name) in [
+        ("apps/v1/StatefulSet", "orders"),
+        ("batch/v1/Job", "orders-init"),
+    ] {
+        assert_restricted(&out.find(kind, name).unwrap()["spec"]["template"]["spec"]);
+    }
 }

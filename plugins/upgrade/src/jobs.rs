@@ -93,7 +93,7 @@ fn job(
             // No Pod labels: the Services select the database Pods by the SampleDB's labels.
             template: PodTemplateSpec {
                 metadata: None,
-                spec: Some(PodSpec {
+                spec: Some(pod::restricted(PodSpec {
                     restart_policy: Some("Never".into()),
                     containers: vec![Container {
                         name: command[0].into(),
@@ -106,7 +106,7 @@ fn job(
                     }],
                     volumes: Some(vec![volume]),
                     ..PodSpec::default()
-                }),
+                })),
             },
             ..JobSpec::default()
         }),

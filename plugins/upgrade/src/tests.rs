@@ -70,6 +70,39 @@ fn image(out: &Output) -> &Value {
         ["image"]
 }
 
+/// Asserts that the Pod spec `pod` passes the Pod Security Standard `restricted` the host
+/// enforces: no service account token, non-root with the default seccomp profile, every
+/// container without privilege escalation or capabilities, and only allowed volume types.
+fn assert_restricted(pod: &Value) {
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["securityContext"]["runAsUser"], 999);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let init = pod["initContainers"].as_array().into_iter().flatten();
+    for c in pod["containers"].as_array().unwrap().iter().chain(init) {
+        let security = &c["securityContext"];
+        assert_eq!(security["allowPrivilegeEscalation"], false, "{}", c["name"]);
+        assert_eq!(
+            security["capabilities"]["drop"],
+            json!(["ALL"]),
+            "{}",
+            c["name"]
+        );
+    }
+    for volume in pod["volumes"].as_array().into_iter().flatten() {
+        assert!(
+            volume
+                .as_object()
+                .unwrap()
+                .keys()
+                .all(|k| k == "name" || k == "persistentVolumeClaim")
+        );
+    }
+}
+
 fn reason(out: &Output) -> (bool, &str) {
     let c = out.condition_of("Upgrade").unwrap();
     (c.status, c.reason.as_str())
@@ -397,4 +430,18 @@ fn bad_versions_are_refused() {
 fn finalizing_has_nothing_to_clean_up() {
     let out = harness("17.0", "").finalizing().run::<Upgrade>().unwrap();
     assert!(out.is_finalized());
+}
+
+#[test]
+fn backup_and_migration_pods_run_as_non_root_without_privileges_or_a_token() {
+    let observed = job("orders-pre-upgrade-17-0", Some("Complete"))
+        + &observed_sts("mirror/sampledb:16.4", 1, 1, "orders-2");
+    let out = run(recorded("17.0", &observed));
+    assert_eq!(
+        jobs(&out),
+        ["orders-pre-upgrade-17-0", "orders-upgrade-17-0"]
+    );
+    for job in jobs(&out) {
+        assert_restricted(&out.find("batch/v1/Job", job).unwrap()["spec"]["template"]["spec"]);
+    }
 }

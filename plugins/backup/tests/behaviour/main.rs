@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod finalize;
+mod pod_security;
 mod restore;
 mod schedule;
 

@@ -1,0 +1,404 @@
+//! Containment end to end: hostile plugins (written against the WIT without the SDK) run by the
+//! operator on the devcluster. Each attack is refused with the precise rule, the victim is
+//! byte-for-byte intact afterwards, and the host goes on serving other parents.
+//!
+//! The hostile guest takes its attack from its config, overridden per parent by
+//! `spec.hostile`, so one pipeline can hold a victim parent and an attacker.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::{apps::v1::StatefulSet, core::v1::Secret, events::v1::Event};
+use kube::{
+    Api, ResourceExt,
+    api::{ListParams, PostParams},
+};
+use serde_json::{Value, json};
+use support::*;
+use windlass::policy::HostAccount;
+use windlass_test_guests as guests;
+
+const THING: (&str, &str) = ("example.com/v1", "Thing");
+
+/// An operator with the hostile guest as the Thing pipeline, the host's ServiceAccount being
+/// `shop/windlass` (so a pod asking for it is in reach).
+async fn hostile_env(plugin: &str, path: &str, extra: Value) -> Env {
+    let mut env = Env::start().await;
+    env.put_plugin_bytes(plugin, guests::bytes(path)).await;
+    env.put_wasm_plugin(plugin, THING, plugin, extra).await;
+    let mut config = operator_config("test", None);
+    config.settings.host_account = Some(HostAccount {
+        namespace: "shop".into(),
+        name: "windlass".into(),
+    });
+    env.run_operator_with(config).await;
+    eventually("the hostile plugin to load", || async {
+        let wp = env.wasm_plugin(plugin).await;
+        wp.status?
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+            .then_some(())
+    })
+    .await;
+    env
+}
+
+/// The parent's `Reconciled` condition once it has the given status.
+async fn reconciled(env: &Env, name: &str, status: &str) -> Value {
+    eventually(&format!("{name} Reconciled={status}"), || async {
+        let t = serde_json::to_value(env.things().get(name).await.ok()?).ok()?;
+        let c = condition(&t, "Reconciled")?;
+        (c["status"] == status).then(|| c.clone())
+    })
+    .await
+}
+
+/// An object as JSON, to compare byte for byte.
+async fn snapshot<K>(api: &Api<K>, name: &str) -> Value
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    serde_json::to_value(api.get(name).await.expect("victim exists")).unwrap()
+}
+
+/// After an attack: a parent with a harmless spec is still served.
+async fn still_serves_other_parents(env: &Env) {
+    env.create_thing(
+        "bystander",
+        json!({"hostile": {"attack": "takeover-configmap", "name": "bystander-data"}}),
+    )
+    .await;
+    reconciled(env, "bystander", "True").await;
+    let cm = env
+        .config_maps()
+        .get("bystander-data")
+        .await
+        .expect("created");
+    assert_eq!(
+        cm.owner_references()[0].name,
+        "bystander",
+        "a new object is created with the parent as its controller"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn taking_over_another_applications_secret_is_refused_and_it_stays_intact() {
+    let env = hostile_env("hostile", guests::HOSTILE_OUTPUT, json!({})).await;
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), "shop");
+    let victim: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "app-secret", "labels": {"app": "billing"}},
+        "data": {"password": "czNjcjN0"},
+    }))
+    .unwrap();
+    secrets
+        .create(&PostParams::default(), &victim)
+        .await
+        .unwrap();
+    let before = snapshot(&secrets, "app-secret").await;
+
+    env.create_thing(
+        "attacker",
+        json!({"hostile": {"attack": "takeover", "name": "app-secret"}}),
+    )
+    .await;
+    let c = reconciled(&env, "attacker", "False").await;
+    assert_eq!(c["reason"], "ObjectNotOwned", "{c}");
+    assert_eq!(
+        c["message"],
+        "plugin guest-hostile-output: invalid output (ObjectNotOwned): v1/Secret shop/app-secret: exists and is not this parent's child"
+    );
+    // Leaving it out of the desired set afterwards does not prune it either.
+    env.things()
+        .patch(
+            "attacker",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"hostile": {"attack": "omit"}}})),
+        )
+        .await
+        .unwrap();
+    reconciled(&env, "attacker", "True").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        snapshot(&secrets, "app-secret").await,
+        before,
+        "the victim changed"
+    );
+    let metrics = env.metrics().await;
+    assert!(
+        metrics.contains(
+            r#"windlass_policy_refusals_total{plugin="guest-hostile-output",rule="ObjectNotOwned"}"#
+        ),
+        "{metrics}"
+    );
+    still_serves_other_parents(&env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_parents_child_is_neither_taken_over_nor_pruned() {
+    let env = hostile_env("hostile", guests::HOSTILE_OUTPUT, json!({})).await;
+    env.create_thing(
+        "owner",
+        json!({"hostile": {"attack": "takeover-configmap", "name": "owner-data"}}),
+    )
+    .await;
+    reconciled(&env, "owner", "True").await;
+    let before = snapshot(&env.config_maps(), "owner-data").await;
+
+    env.create_thing(
+        "thief",
+        json!({"hostile": {"attack": "takeover-configmap", "name": "owner-data"}}),
+    )
+    .await;
+    let c = reconciled(&env, "thief", "False").await;
+    assert_eq!(c["reason"], "ObjectNotOwned", "{c}");
+    assert!(
+        c["message"].as_str().unwrap().ends_with(
+            "v1/ConfigMap shop/owner-data: exists and is controlled by Thing owner, not by this parent"
+        ),
+        "{c}"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(snapshot(&env.config_maps(), "owner-data").await, before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn privileged_pods_are_refused_naming_the_field_and_nothing_is_created() {
+    let env = hostile_env("hostile", guests::HOSTILE_OUTPUT, json!({})).await;
+    let statefulsets: Api<StatefulSet> = Api::namespaced(env.client.clone(), "shop");
+    for (name, attack, field, check) in [
+        (
+            "p1",
+            "privileged",
+            "spec.template.spec.containers[0].securityContext.privileged",
+            "privileged",
+        ),
+        (
+            "p2",
+            "hostPath",
+            "spec.template.spec.volumes[0].hostPath",
+            "hostPathVolumes",
+        ),
+        (
+            "p3",
+            "hostNetwork",
+            "spec.template.spec.hostNetwork",
+            "hostNamespaces",
+        ),
+        ("p4", "nodeName", "spec.template.spec.nodeName", "nodeName"),
+        (
+            "p5",
+            "serviceAccount",
+            "spec.template.spec.serviceAccountName",
+            "hostServiceAccount",
+        ),
+        ("p6", "runAsRoot", "", "runAs"),
+        (
+            "p7",
+            "capabilities",
+            "spec.template.spec.containers[0].securityContext.capabilities",
+            "capabilities",
+        ),
+    ] {
+        env.create_thing(name, json!({"hostile": {"attack": attack, "name": name}}))
+            .await;
+        let c = reconciled(&env, name, "False").await;
+        let message = c["message"].as_str().unwrap();
+        assert!(message.contains("(PodSecurity)"), "{attack}: {message}");
+        assert!(message.contains(field), "{attack}: {message}");
+        assert!(message.contains(check), "{attack}: {message}");
+        assert!(
+            statefulsets.get_opt(name).await.unwrap().is_none(),
+            "{attack}: applied"
+        );
+    }
+    // The same workload without the attack is admitted under the default `restricted` level.
+    env.create_thing(
+        "ok",
+        json!({"hostile": {"attack": "compliant", "name": "ok"}}),
+    )
+    .await;
+    reconciled(&env, "ok", "True").await;
+    assert!(statefulsets.get_opt("ok").await.unwrap().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_account_token_secret_is_refused_unless_granted() {
+    let env = hostile_env("hostile", guests::HOSTILE_OUTPUT, json!({})).await;
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), "shop");
+    env.create_thing(
+        "minter",
+        json!({"hostile": {"attack": "tokenSecret", "name": "minted"}}),
+    )
+    .await;
+    let c = reconciled(&env, "minter", "False").await;
+    let message = c["message"].as_str().unwrap();
+    assert!(
+        message.contains("invalid output (PrivilegedContent)"),
+        "{message}"
+    );
+    assert!(
+        message.contains("v1/Secret:service-account-token"),
+        "{message}"
+    );
+    assert!(secrets.get_opt("minted").await.unwrap().is_none());
+    still_serves_other_parents(&env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_events_in_one_call_is_refused_whole() {
+    let env = hostile_env(
+        "flood",
+        guests::FLOOD,
+        json!({"config": {"events": 100_000}}),
+    )
+    .await;
+    env.create_thing("flooder", json!({})).await;
+    let c = reconciled(&env, "flooder", "False").await;
+    assert_eq!(
+        c["message"],
+        "plugin guest-flood: invalid output (OutputTooLarge): events: 100000 events in one call is more than the limit of 16"
+    );
+    let metrics = env.metrics().await;
+    assert!(
+        metrics.contains(
+            r#"windlass_policy_refusals_total{plugin="guest-flood",rule="OutputTooLarge"}"#
+        ),
+        "{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_asking_to_run_again_at_once_is_held_to_the_rate_and_its_events_to_a_burst() {
+    // 10 events of 5,000 bytes per call and a requeue after 0 s.
+    let config = json!({"config": {"events": 10, "messageBytes": 5000, "requeueAfter": 0}});
+    let env = hostile_env("flood", guests::FLOOD, config).await;
+    env.create_thing("flooder", json!({})).await;
+    reconciled(&env, "flooder", "True").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let started = Instant::now();
+    let before = calls(&env).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let rate = (calls(&env).await - before) / started.elapsed().as_secs_f64();
+    // The floor on requeue-after is 1 s; the rate limit 2 a second after a burst.
+    assert!(rate > 0.0 && rate <= 2.5, "{rate} reconciles a second");
+    let events: Api<Event> = Api::namespaced(env.client.clone(), "shop");
+    let flood: Vec<Event> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("Flood"))
+        .collect();
+    let count: i32 = flood
+        .iter()
+        .map(|e| e.series.as_ref().map_or(1, |s| s.count.max(1)))
+        .sum();
+    assert!(!flood.is_empty() && count <= 25, "{count} events");
+    assert!(
+        flood
+            .iter()
+            .all(|e| e.note.as_deref().unwrap_or_default().len() <= 1024)
+    );
+    let metrics = env.metrics().await;
+    assert!(
+        metrics
+            .contains(r#"windlass_policy_refusals_total{plugin="guest-flood",rule="EventRate"}"#),
+        "{metrics}"
+    );
+}
+
+/// Calls of the flood plugin so far.
+async fn calls(env: &Env) -> f64 {
+    let metrics = env.metrics().await;
+    metrics
+        .lines()
+        .find(|l| {
+            l.starts_with(r#"windlass_plugin_calls_total{plugin="guest-flood",outcome="ok"}"#)
+        })
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_asleep_in_a_host_call_is_stopped_at_its_deadline() {
+    let limit = json!({"timeoutMs": 300});
+    let env = hostile_env(
+        "sleep",
+        guests::SLEEP,
+        json!({"limits": limit, "config": {"how": "sleep", "ms": 15_000}}),
+    )
+    .await;
+    let started = Instant::now();
+    env.create_thing("sleeper", json!({})).await;
+    let c = reconciled(&env, "sleeper", "False").await;
+    assert_eq!(c["reason"], "Timeout", "{c}");
+    assert_eq!(c["message"], "plugin guest-sleep: timed out after 300ms");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    // New versions that wait in a poll or a blocking pollable are stopped in the canary and
+    // never serve.
+    for how in ["poll", "block", "instant"] {
+        env.put_wasm_plugin(
+            "sleep",
+            THING,
+            "sleep",
+            json!({"limits": limit, "config": {"how": how, "ms": 15_000, "variant": how}}),
+        )
+        .await;
+        let generation = env.wasm_plugin("sleep").await.metadata.generation;
+        let error = eventually(&format!("the {how} version refused"), || async {
+            let status = env.wasm_plugin("sleep").await.status?;
+            (status.observed_generation == generation).then_some(status.last_error?)
+        })
+        .await;
+        assert!(
+            error.contains("canary reconcile of shop/sleeper failed"),
+            "{how}: {error}"
+        );
+        assert!(
+            error.ends_with("plugin guest-sleep: timed out after 300ms"),
+            "{how}: {error}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_declaring_a_kind_the_server_does_not_serve_is_refused_at_load() {
+    let mut env = Env::start().await;
+    env.put_plugin_bytes("unserved", guests::bytes(guests::UNSERVED_KIND))
+        .await;
+    env.put_wasm_plugin("unserved", THING, "unserved", json!({}))
+        .await;
+    env.install_children_plugin().await;
+    env.run_operator().await;
+    let wp = eventually("the refusal", || async {
+        let wp = env.wasm_plugin("unserved").await;
+        let status = wp.status?;
+        let ready = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")?
+            .clone();
+        (ready.status == "False").then_some(ready)
+    })
+    .await;
+    assert_eq!(wp.reason, "KindNotServed");
+    assert!(
+        wp.message.contains("example.com/v1/Nothing"),
+        "{}",
+        wp.message
+    );
+    // The other plugin of the same kind serves.
+    env.create_thing("t1", json!({"names": ["a"], "value": "v"}))
+        .await;
+    eventually("a child", || async {
+        (env.children_of("t1").await.len() == 1).then_some(())
+    })
+    .await;
+}

@@ -1,0 +1,59 @@
+use windlass_sdk::{Value, json, testing::Harness};
+
+use crate::{DB, observed_sts, run};
+
+/// Asserts that the Pod spec `pod` passes the Pod Security Standard `restricted` the host
+/// enforces: no service account token, non-root with the default seccomp profile, every
+/// container without privilege escalation or capabilities, and only allowed volume types.
+fn assert_restricted(pod: &Value) {
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["securityContext"]["runAsUser"], 999);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let init = pod["initContainers"].as_array().into_iter().flatten();
+    for c in pod["containers"].as_array().unwrap().iter().chain(init) {
+        let security = &c["securityContext"];
+        assert_eq!(security["allowPrivilegeEscalation"], false, "{}", c["name"]);
+        assert_eq!(
+            security["capabilities"]["drop"],
+            json!(["ALL"]),
+            "{}",
+            c["name"]
+        );
+    }
+    for volume in pod["volumes"].as_array().into_iter().flatten() {
+        assert!(
+            volume
+                .as_object()
+                .unwrap()
+                .keys()
+                .all(|k| k == "name" || k == "persistentVolumeClaim")
+        );
+    }
+}
+
+#[test]
+fn backup_restore_and_final_dump_pods_run_as_non_root_without_privileges_or_a_token() {
+    let scheduled = run(&Harness::from_yaml(DB));
+    let cronjob = scheduled.find("batch/v1/CronJob", "orders-backup").unwrap();
+    assert_restricted(&cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]);
+
+    let restoring = Harness::from_yaml(DB)
+        .with_parent(|p| p["spec"]["restoreFrom"] = json!("orders-backup-2"))
+        .observed([observed_sts(3, 1)]);
+    let restore = run(&restoring);
+    let job = restore.find("batch/v1/Job", "orders-restore").unwrap();
+    assert_restricted(&job["spec"]["template"]["spec"]);
+
+    let dumping = Harness::from_yaml(DB)
+        .with_parent(|p| p["metadata"]["deletionTimestamp"] = json!("2026-01-02T00:00:00Z"))
+        .finalizing()
+        .config(json!({"finalBackup": "dumpJob"}))
+        .observed([observed_sts(1, 1)]);
+    let dump = run(&dumping);
+    let job = dump.find("batch/v1/Job", "orders-final-backup").unwrap();
+    assert_restricted(&job["spec"]["template"]["spec"]);
+}
