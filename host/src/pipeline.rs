@@ -305,6 +305,10 @@ impl Pipeline {
                     object.namespace.clone(),
                     object.name.clone(),
                 );
+                // A withheld Secret was not this plugin's to change: its producer stays.
+                if withheld.contains(text) && producers.contains_key(&id) {
+                    continue;
+                }
                 if !req.desired.contains(text) || !producers.contains_key(&id) {
                     producers.insert(id, (plugin.name().to_string(), plugin.digest().to_string()));
                 }

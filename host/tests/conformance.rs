@@ -203,7 +203,10 @@ fn every_plugin_passes_its_conformance_cases() {
             // As `windlass dev` and the Helm preset grant it: the storage plugin sees Secrets.
             if plugin.name() == "sampledb-storage" {
                 stage.grants = windlass::policy::Grants::Kinds(
-                    windlass::dev::STORAGE_GRANTS.iter().map(|s| s.to_string()).collect(),
+                    windlass::dev::STORAGE_GRANTS
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect(),
                 );
             }
             let pipeline = Pipeline {
