@@ -34,11 +34,12 @@ use crate::{
 /// Reconciles one parent, at most as often as the per-parent rate limit allows.
 pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<KindCtx>) -> Result<Action, Error> {
     let started = Instant::now();
-    if obj.metadata.deletion_timestamp.is_none()
-        && let Err(wait) = ctx
-            .shared
-            .reconciles
-            .take(&obj.uid().unwrap_or_default(), started)
+    // Deleting parents too: a finalize phase that never finishes and keeps writing would
+    // otherwise loop as fast as its own watch events arrive.
+    if let Err(wait) = ctx
+        .shared
+        .reconciles
+        .take(&obj.uid().unwrap_or_default(), started)
     {
         tracing::debug!(parent = %obj.name_any(), ?wait, "reconcile rate limit: later");
         return Ok(Action::requeue(wait));
@@ -560,8 +561,10 @@ async fn publish_events(obj: &DynamicObject, ctx: &KindCtx, outcome: &Outcome) {
     }
 }
 
+/// Cuts an event note to the API's limit in bytes (1,000 characters of non-ASCII text would
+/// be over it, and the event refused).
 fn truncate(s: &str, max: usize) -> String {
-    s.chars().take(max).collect()
+    crate::policy::cut_message(s, max.min(crate::policy::MAX_EVENT_NOTE))
 }
 
 fn now() -> String {

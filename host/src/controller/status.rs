@@ -82,7 +82,12 @@ pub fn after_failure(parent: &Value, error: &Error, now: &str) -> Value {
         Cond {
             status: "False",
             reason: error.reason().to_string(),
-            message: error.to_string(),
+            // The error carries plugin-chosen text (names, its own error message): cut it to
+            // the API's limit, or the status patch would be refused and the failure unseen.
+            message: crate::policy::cut_message(
+                &error.to_string(),
+                crate::policy::MAX_CONDITION_MESSAGE,
+            ),
         },
     )]);
     json!({ "status": { "conditions": merge_conditions(parent, &conditions, generation, now) } })
@@ -224,5 +229,20 @@ mod tests {
         );
         assert!(patch["status"].get("phase").is_none());
         assert!(patch["status"].get("observedGeneration").is_none());
+    }
+
+    #[test]
+    fn a_failure_message_of_plugin_chosen_length_is_cut_to_the_api_limit() {
+        let err = Error::Parent("é".repeat(100_000));
+        let patch = after_failure(&parent(json!([])), &err, "T");
+        let message = patch["status"]["conditions"][0]["message"]
+            .as_str()
+            .unwrap();
+        assert!(
+            message.len() <= crate::policy::MAX_CONDITION_MESSAGE,
+            "{}",
+            message.len()
+        );
+        assert!(message.ends_with("[cut by the host]"));
     }
 }
