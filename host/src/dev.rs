@@ -196,6 +196,9 @@ pub const STORAGE_GRANTS: &[&str] = &[
     "batch/v1/Job",
 ];
 
+/// The backup volume `windlass dev` names in the backup and upgrade plugins' config.
+pub const BACKUP_CLAIM: &str = "sampledb-backups";
+
 async fn install_plugin(
     client: &Client,
     name: &str,
@@ -238,8 +241,14 @@ async fn install_plugin(
             "instanceMode": instance_mode,
         },
     });
-    if name == "sampledb-storage" {
-        wp["spec"]["grants"] = json!(STORAGE_GRANTS);
+    match name {
+        "sampledb-storage" => wp["spec"]["grants"] = json!(STORAGE_GRANTS),
+        // The shared backup volume (examples/backup-volume.yaml) belongs to no database: its
+        // pods may mount it only because the operator names it here (policy::references).
+        "sampledb-backup" | "sampledb-upgrade" => {
+            wp["spec"]["config"] = json!({ "backupClaim": BACKUP_CLAIM });
+        }
+        _ => {}
     }
     Api::<WasmPlugin>::all(client.clone())
         .patch(name, &apply, &Patch::Apply(&wp))

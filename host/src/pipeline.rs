@@ -22,8 +22,8 @@ use serde_json::{Map, Value};
 
 use crate::{
     policy::{
-        self, Checked, Grants, MAX_CONDITION_MESSAGE, MAX_EVENT_NOTE, PodGrants, Policy, SECRET,
-        Subject, Violation,
+        self, Checked, Family, Grants, MAX_CONDITION_MESSAGE, MAX_EVENT_NOTE, PodGrants, Policy,
+        SECRET, Subject, Violation,
     },
     runtime::{self, CallStats, Condition, Event, Phase, Plugin, Request},
 };
@@ -238,9 +238,15 @@ impl Pipeline {
             ),
         };
         let parent_text = parent.to_string();
+        // What references by name may point at besides the desired set (policy::references).
+        let mut family = Family::named_in(parent, &Value::Null);
         let observed: Vec<(String, String)> = observed
             .iter()
-            .map(|o| (kind_of(o), o.to_string()))
+            .map(|o| {
+                let kind = kind_of(o);
+                family.add(&kind, o);
+                (kind, o.to_string())
+            })
             .collect();
 
         let mut out = Outcome {
@@ -248,6 +254,8 @@ impl Pipeline {
             ..Outcome::default()
         };
         let mut desired_text: Vec<String> = earlier.iter().map(Value::to_string).collect();
+        // The kind of each desired object, beside its text.
+        let mut desired_kinds: Vec<String> = earlier.iter().map(kind_of).collect();
         // identity -> (plugin, digest) of whoever last produced or changed the object.
         let mut producers: HashMap<(String, Option<String>, String), (String, String)> =
             HashMap::new();
@@ -262,10 +270,15 @@ impl Pipeline {
             let secrets = stage.grants.reads_secrets();
             // Secrets an earlier plugin produced, kept from a plugin not granted them and
             // passed on after it.
-            let (shown, withheld): (Vec<String>, Vec<String>) = desired_text
-                .iter()
-                .cloned()
-                .partition(|text| secrets || !is_secret_text(text));
+            let mut shown = Vec::with_capacity(desired_text.len());
+            let mut withheld = Vec::new();
+            for (text, kind) in desired_text.iter().zip(&desired_kinds) {
+                if secrets || kind != SECRET {
+                    shown.push(text.clone());
+                } else {
+                    withheld.push(text.clone());
+                }
+            }
             let req = Request {
                 phase,
                 parent: parent_text.clone(),
@@ -283,7 +296,9 @@ impl Pipeline {
             let (called, stats) = span.in_scope(|| plugin.call_for(&tenant, &req));
             let step = called.map_err(Error::from).and_then(|mut resp| {
                 resp.desired.extend(withheld.iter().cloned());
-                self.check(stage, namespace.as_deref(), &desired_text, resp)
+                let mut family = family.clone();
+                family.add_names(&stage.config);
+                self.check(stage, namespace.as_deref(), &desired_text, &family, resp)
             });
             observe(
                 plugin,
@@ -329,6 +344,7 @@ impl Pipeline {
                     }
                 })
                 .collect();
+            desired_kinds = out.desired.iter().map(|d| d.object.kind.clone()).collect();
             desired_text = resp.desired;
             if let Some(status) = status {
                 merge(&mut out.status, status);
@@ -367,6 +383,7 @@ impl Pipeline {
         stage: &Stage,
         namespace: Option<&str>,
         inherited: &[String],
+        family: &Family,
         resp: runtime::Response,
     ) -> Result<(Vec<Checked>, runtime::Response, Option<Map<String, Value>>), Error> {
         let plugin = stage.plugin.name();
@@ -381,6 +398,7 @@ impl Pipeline {
             grants: &stage.grants,
             pods: &stage.pods,
             namespace,
+            family,
         };
         let checked = self.policy.check_desired(who, &resp.desired)?;
         self.policy
@@ -403,11 +421,6 @@ impl Pipeline {
         }
         Ok((checked, resp, status))
     }
-}
-
-/// Whether a desired object's JSON text is a Secret (what the API server would read as one).
-fn is_secret_text(text: &str) -> bool {
-    serde_json::from_str::<Value>(text).is_ok_and(|v| kind_of(&v) == SECRET)
 }
 
 /// `group/version/Kind` of an object (`v1/Kind` for the core group).

@@ -36,6 +36,9 @@ struct Input {
     observed: Vec<Value>,
     desired: Vec<Value>,
     config: Value,
+    /// Whether the plugin is granted Secrets; if not, the host withholds earlier plugins'
+    /// Secrets from it and passes them on after it.
+    secrets: bool,
 }
 
 type Native = fn(&Input) -> Result<(Vec<Value>, Value), String>;
@@ -46,6 +49,7 @@ fn native<P: windlass_sdk::Plugin>(input: &Input) -> Result<(Vec<Value>, Value),
         observed,
         desired,
         config,
+        secrets,
         ..
     } = input;
     // The host only shows a plugin the kinds it declared.
@@ -58,7 +62,10 @@ fn native<P: windlass_sdk::Plugin>(input: &Input) -> Result<(Vec<Value>, Value),
         })
         .map(Value::to_string)
         .collect();
-    let earlier: Vec<String> = desired.iter().map(Value::to_string).collect();
+    let (shown, withheld): (Vec<&Value>, Vec<&Value>) = desired
+        .iter()
+        .partition(|o| *secrets || windlass::pipeline::kind_of(o) != "v1/Secret");
+    let earlier: Vec<String> = shown.into_iter().map(Value::to_string).collect();
     let phase = match input.phase {
         Phase::Reconcile => windlass_sdk::Phase::Reconcile,
         Phase::Finalize => windlass_sdk::Phase::Finalize,
@@ -75,6 +82,7 @@ fn native<P: windlass_sdk::Plugin>(input: &Input) -> Result<(Vec<Value>, Value),
     let desired = desired
         .iter()
         .map(|d| serde_json::from_str(d).expect("native output is JSON"))
+        .chain(withheld.into_iter().cloned())
         .collect();
     let status = status.map_or(json!({}), |s| {
         serde_json::from_str(&s).expect("native status is JSON")
@@ -191,12 +199,23 @@ fn every_plugin_passes_its_conformance_cases() {
                 Ok(p) => panic!("{name}: phase.txt says {p:?}"),
                 Err(_) => Phase::Reconcile,
             };
+            let mut config =
+                read_yaml(&case.join("config.yaml")).map_or(json!({}), |mut c| c.remove(0));
+            // As `windlass dev` and the Helm preset configure them: the operator names the
+            // shared backup volume, which is what lets their pods mount it.
+            if matches!(plugin.name(), "sampledb-backup" | "sampledb-upgrade")
+                && config.get("backupClaim").is_none()
+                && let Some(map) = config.as_object_mut()
+            {
+                map.insert("backupClaim".into(), json!(windlass::dev::BACKUP_CLAIM));
+            }
             let input = Input {
                 phase,
                 parent,
                 observed: read_yaml(&case.join("observed.yaml")).unwrap_or_default(),
                 desired: read_yaml(&case.join("desired.yaml")).unwrap_or_default(),
-                config: read_yaml(&case.join("config.yaml")).map_or(json!({}), |mut c| c.remove(0)),
+                config,
+                secrets: plugin.name() == "sampledb-storage",
             };
             let mut stage = Stage::new(plugin.clone());
             stage.config = input.config.clone();
@@ -251,6 +270,10 @@ fn every_plugin_passes_its_conformance_cases() {
                 got["finalized"] = got_finalized;
             }
             let expected_path = case.join("expected.yaml");
+            // Placeholders the old expectation held survive a bless where they still match.
+            if let Some(mut old) = read_yaml(&expected_path) {
+                match_random(&mut got, &old.remove(0));
+            }
             if bless {
                 std::fs::write(&expected_path, serde_yaml::to_string(&got).unwrap()).unwrap();
             }

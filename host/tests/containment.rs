@@ -154,9 +154,10 @@ async fn another_parents_child_is_neither_taken_over_nor_pruned() {
     let c = reconciled(&env, "thief", "False").await;
     assert_eq!(c["reason"], "ObjectNotOwned", "{c}");
     assert!(
-        c["message"].as_str().unwrap().ends_with(
-            "v1/ConfigMap shop/owner-data: exists and is controlled by Thing owner, not by this parent"
-        ),
+        c["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("v1/ConfigMap shop/owner-data: exists and is not this parent's child"),
         "{c}"
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -221,6 +222,49 @@ async fn privileged_pods_are_refused_naming_the_field_and_nothing_is_created() {
     .await;
     reconciled(&env, "ok", "True").await;
     assert!(statefulsets.get_opt("ok").await.unwrap().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_reading_another_applications_secret_is_refused_and_nothing_is_created() {
+    let env = hostile_env("hostile", guests::HOSTILE_OUTPUT, json!({})).await;
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), "shop");
+    let victim: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "victim", "labels": {"app": "billing"}},
+        "data": {"password": "czNjcjN0"},
+    }))
+    .unwrap();
+    secrets
+        .create(&PostParams::default(), &victim)
+        .await
+        .unwrap();
+    let before = snapshot(&secrets, "victim").await;
+    // The guest's own code names `victim`; neither the parent's spec nor the config does.
+    env.create_thing(
+        "reader",
+        json!({"hostile": {"attack": "mountSecret", "name": "loot"}}),
+    )
+    .await;
+    let c = reconciled(&env, "reader", "False").await;
+    assert_eq!(c["reason"], "InvalidOutput", "{c}");
+    assert_eq!(
+        c["message"],
+        "plugin guest-hostile-output: invalid output (ForeignReference): desired[0] apps/v1/StatefulSet loot: spec.template.spec.containers[0].env[0].valueFrom.secretKeyRef.name: names Secret \"victim\", which is neither an object of this parent nor named in the parent's spec or the plugin's config"
+    );
+    let statefulsets: Api<StatefulSet> = Api::namespaced(env.client.clone(), "shop");
+    assert!(statefulsets.get_opt("loot").await.unwrap().is_none());
+    assert_eq!(
+        snapshot(&secrets, "victim").await,
+        before,
+        "the victim changed"
+    );
+    let metrics = env.metrics().await;
+    assert!(
+        metrics.contains(
+            r#"windlass_policy_refusals_total{plugin="guest-hostile-output",rule="ForeignReference"}"#
+        ),
+        "{metrics}"
+    );
+    still_serves_other_parents(&env).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -354,6 +354,17 @@ fn a_claim_naming_a_volume_is_refused_unless_granted() {
 }
 
 #[test]
+fn an_external_name_service_is_refused_unless_granted() {
+    assert_privileged_content(Content {
+        attack: "externalName",
+        kind: "v1/Service",
+        field: "spec.type",
+        grant: content::EXTERNAL_NAME,
+        word: "ExternalName",
+    });
+}
+
+#[test]
 fn an_object_in_another_namespace_is_refused() {
     let plugin = hostile_plugin();
     Refusal {
@@ -364,6 +375,109 @@ fn an_object_in_another_namespace_is_refused() {
         why: &["namespace kube-system is not the parent's namespace shop"],
     }
     .assert(&run(stage(&plugin, json!({"attack": "otherNamespace"}))));
+    assert_still_serving();
+}
+
+// ---------------------------------------------------------------------------------------------
+// guest-hostile-output: references to another application's data
+
+/// A workload whose pod names `victim` (`attack`: `mountSecret`, `mountClaim`) is refused in
+/// every workload; once the operator names `victim` in the plugin's config, it is accepted.
+fn assert_reference_refused(attack: &str, field: &str, what: &str) {
+    let plugin = hostile_plugin();
+    let failures: Vec<String> = WORKLOADS
+        .iter()
+        .filter_map(|(workload, kind, prefix)| {
+            // The config names the workload `loot`, not the victim: nothing but the plugin's
+            // own code points at `victim`.
+            let config = json!({"attack": attack, "workload": workload, "name": "loot"});
+            let result = run(stage(&plugin, config));
+            Refusal {
+                plugin: HOSTILE,
+                rule: Rule::ForeignReference,
+                object: &format!("desired[0] {kind} loot"),
+                field: &format!("{prefix}.{field}"),
+                why: &[&format!("names {what} \"victim\""), "neither an object of this parent nor named in the parent's spec or the plugin's config"],
+            }
+            .check(&result)
+            .err()
+            .map(|e| format!("{attack} in a {workload}: {e}"))
+        })
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let named = json!({"attack": attack, "name": "loot", "target": "victim"});
+    let out = run(stage(&plugin, named)).expect("a reference the operator named is accepted");
+    assert_eq!(produced(&out), vec!["apps/v1/StatefulSet shop/loot"]);
+    assert_still_serving();
+}
+
+#[test]
+fn a_pod_reading_another_applications_secret_is_refused_in_every_workload() {
+    assert_reference_refused(
+        "mountSecret",
+        "containers[0].env[0].valueFrom.secretKeyRef.name",
+        "Secret",
+    );
+}
+
+#[test]
+fn a_pod_mounting_another_applications_claim_is_refused_in_every_workload() {
+    assert_reference_refused(
+        "mountClaim",
+        "volumes[0].persistentVolumeClaim.claimName",
+        "PersistentVolumeClaim",
+    );
+}
+
+#[test]
+fn a_claim_cloned_from_another_applications_claim_is_refused() {
+    let plugin = hostile_plugin();
+    Refusal {
+        plugin: HOSTILE,
+        rule: Rule::ForeignReference,
+        object: "desired[0] v1/PersistentVolumeClaim loot",
+        field: "spec.dataSource.name",
+        why: &["names PersistentVolumeClaim \"victim\""],
+    }
+    .assert(&run(stage(
+        &plugin,
+        json!({"attack": "cloneClaim", "name": "loot"}),
+    )));
+    // A clone of a claim the parent itself observes is its own data.
+    let own_claim = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "victim", "namespace": "shop", "uid": "c1",
+            "ownerReferences": [{"apiVersion": "example.com/v1", "kind": "Thing", "name": "t1", "uid": "u1", "controller": true}]}});
+    let pipeline = Pipeline {
+        stages: vec![stage(
+            &plugin,
+            json!({"attack": "cloneClaim", "name": "loot"}),
+        )],
+        policy: Arc::new(Policy::default()),
+    };
+    let out = pipeline
+        .run(Phase::Reconcile, &thing(), &[own_claim], NOW)
+        .expect("a clone of the parent's own claim is accepted");
+    assert_eq!(produced(&out), vec!["v1/PersistentVolumeClaim shop/loot"]);
+    assert_still_serving();
+}
+
+#[test]
+fn a_claim_template_naming_a_volume_is_refused_unless_granted() {
+    let plugin = hostile_plugin();
+    let config = json!({"attack": "templateVolumeName"});
+    let refusal = Refusal {
+        plugin: HOSTILE,
+        rule: Rule::PrivilegedContent,
+        object: "desired[0] apps/v1/StatefulSet victim",
+        field: "spec.volumeClaimTemplates[0].spec.volumeName",
+        why: &["this needs the grant v1/PersistentVolumeClaim:volumeName by name"],
+    };
+    refusal.assert(&run(stage(&plugin, config.clone())));
+    let both = Stage {
+        grants: granted(&["apps/v1/StatefulSet", content::VOLUME_NAME]),
+        ..stage(&plugin, config)
+    };
+    assert_accepted(run(both), "apps/v1/StatefulSet");
     assert_still_serving();
 }
 
@@ -420,6 +534,26 @@ fn assert_breakout_refused(b: Breakout<'_>) {
         .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert_still_serving();
+}
+
+#[test]
+fn a_toleration_of_every_taint_is_refused_in_every_workload() {
+    assert_breakout_refused(Breakout {
+        attack: "tolerateAll",
+        field: "tolerations[0]",
+        check: "tolerations",
+        word: "tolerates every taint",
+    });
+}
+
+#[test]
+fn a_system_priority_is_refused_in_every_workload() {
+    assert_breakout_refused(Breakout {
+        attack: "systemPriority",
+        field: "priorityClassName",
+        check: "priorityClassName",
+        word: "system-node-critical",
+    });
 }
 
 #[test]

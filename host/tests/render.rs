@@ -171,8 +171,12 @@ fn render_fails_clearly_on_bad_input_and_misbehaving_plugins() {
         "--grant",
         "rbac.authorization.k8s.io/v1/ClusterRoleBinding",
     ]);
-    assert!(ok, "{stderr}");
-    assert!(stdout.contains("kind: ClusterRoleBinding"), "{stdout}");
+    // Granted, it is still refused for a namespaced parent: nothing could ever clean it up.
+    assert!(!ok, "{stdout}");
+    assert!(
+        stderr.contains("is cluster-scoped and the parent is namespaced"),
+        "{stderr}"
+    );
 }
 
 #[test]

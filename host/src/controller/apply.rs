@@ -129,10 +129,9 @@ pub fn claim(
                 controller_name(existing)
             )),
         },
-        Some(_) => Claim::NotOwned(format!(
-            "exists and is controlled by {}, not by this parent",
-            controller_name(existing)
-        )),
+        // Who controls it is not said: the message reaches the parent's status, which the
+        // plugin reads back, and another application's layout is none of its business.
+        Some(_) => Claim::NotOwned("exists and is not this parent's child".into()),
         None if labelled && outliving => Claim::Owned(Ownership::Unowned),
         None if labelled => match labels_only(&desired.object.object) {
             Ok(()) => Claim::Owned(Ownership::LabelsOnly),
@@ -212,12 +211,49 @@ pub struct ParentRef {
     pub uid: String,
 }
 
+/// Metadata a plugin's object may not set: the API server's fields, and those through which
+/// the object would be owned or held by anything but the host's decisions. [`decorate`] drops
+/// them (`ownerReferences` is the host's own where the parent controls the object).
+pub const SYSTEM_METADATA: &[&str] = &[
+    "managedFields",
+    "resourceVersion",
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+    "selfLink",
+    "finalizers",
+    "ownerReferences",
+    "generateName",
+];
+
+/// Makes the apply of `object` (decorated) hold only on `existing`, the child it was decided
+/// on: its uid goes into the body, which the API server checks. Should that child be deleted
+/// and another object of the same name made in between, the apply fails instead of writing
+/// into the newcomer.
+pub fn precondition(object: &mut Value, existing: &Value) {
+    if let (Some(uid), Some(meta)) = (
+        uid_of(existing),
+        object.get_mut("metadata").and_then(Value::as_object_mut),
+    ) {
+        meta.insert("uid".into(), json!(uid));
+    }
+}
+
 /// Adds the controller owner reference, the labels and the provenance annotation, and carries
 /// the parent-uid label into pod and claim templates, so that Pods, Jobs and PVCs the cluster
 /// makes from this object are observed for the parent too.
 pub fn decorate(desired: &Desired, parent: &ParentRef, ownership: Ownership) -> Value {
     let mut object = desired.object.object.clone();
     let meta = ensure_object(&mut object, "metadata");
+    // What the API server or the host sets, never the plugin: managedFields must not be sent
+    // with an apply, a resourceVersion or uid would be a precondition the plugin chose, owner
+    // references other than the host's could hand the object to someone else, and a finalizer
+    // nobody removes would keep it forever (and its namespace with it).
+    for key in SYSTEM_METADATA {
+        meta.remove(*key);
+    }
     let labels = child_map(meta, "labels");
     labels.insert(MANAGED_BY_LABEL.into(), json!("windlass"));
     labels.insert(PARENT_UID_LABEL.into(), json!(parent.uid));
@@ -239,15 +275,22 @@ pub fn decorate(desired: &Desired, parent: &ParentRef, ownership: Ownership) -> 
             }]),
         );
     }
-    // managedFields must not be sent with an apply.
-    meta.remove("managedFields");
-    meta.remove("resourceVersion");
     for pointer in [
         "/spec/template/metadata",
         "/spec/jobTemplate/metadata",
         "/spec/jobTemplate/spec/template/metadata",
     ] {
         label_template(&mut object, pointer, &parent.uid);
+    }
+    if desired.object.kind.starts_with("policy/")
+        && desired.object.kind.ends_with("/PodDisruptionBudget")
+    {
+        // A budget holds back evictions of the pods it selects: it is narrowed to the pods
+        // made from the parent's templates, which carry the parent's uid, so it can never hold
+        // another application's pods on a draining node.
+        let spec = ensure_object(&mut object, "spec");
+        let selector = child_map(spec, "selector");
+        child_map(selector, "matchLabels").insert(PARENT_UID_LABEL.into(), json!(parent.uid));
     }
     if let Some(claims) = object
         .pointer_mut("/spec/volumeClaimTemplates")
@@ -601,10 +644,7 @@ mod tests {
         let Claim::NotOwned(why) = claim(&secret, Some(&theirs), "u-1", &family) else {
             panic!("re-parented")
         };
-        assert_eq!(
-            why,
-            "exists and is controlled by SampleDB other, not by this parent"
-        );
+        assert_eq!(why, "exists and is not this parent's child");
         // Labelled with this parent's uid by someone else, but not made by the host: its
         // content is still not the plugin's to set.
         let forged = labelled(plain, "u-1");
@@ -787,5 +827,44 @@ mod tests {
             &current,
             &json!({"status": {"conditions": [{"type": "A"}]}})
         ));
+    }
+
+    #[test]
+    fn a_disruption_budget_is_narrowed_to_the_parents_pods_and_plugin_metadata_is_dropped() {
+        let pdb = json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "orders", "namespace": "shop", "finalizers": ["example.com/hold"],
+                "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "other", "controller": false}],
+                "uid": "forged", "resourceVersion": "1"},
+            "spec": {"minAvailable": 1},
+        });
+        let out = decorate(
+            &desired("policy/v1/PodDisruptionBudget", "orders", pdb),
+            &parent(),
+            Ownership::Controller,
+        );
+        assert_eq!(
+            out["spec"]["selector"],
+            json!({"matchLabels": {PARENT_UID_LABEL: "u-1"}})
+        );
+        let meta = &out["metadata"];
+        for key in ["finalizers", "uid", "resourceVersion"] {
+            assert!(meta.get(key).is_none(), "{key} survived: {meta}");
+        }
+        assert_eq!(meta["ownerReferences"].as_array().unwrap().len(), 1);
+        assert_eq!(meta["ownerReferences"][0]["uid"], "u-1");
+        // Applied on an existing child, the apply holds only on that child.
+        let mut out = out;
+        precondition(&mut out, &json!({"metadata": {"uid": "child-uid"}}));
+        assert_eq!(out["metadata"]["uid"], "child-uid");
+        // Without an owner reference of the host's, none of the plugin's either.
+        let snap = json!({"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+            "metadata": {"name": "s", "ownerReferences": [{"uid": "x", "kind": "K", "name": "n", "apiVersion": "v1"}]}});
+        let out = decorate(
+            &desired("snapshot.storage.k8s.io/v1/VolumeSnapshot", "s", snap),
+            &parent(),
+            Ownership::Unowned,
+        );
+        assert!(out["metadata"].get("ownerReferences").is_none());
     }
 }

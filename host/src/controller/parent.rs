@@ -344,6 +344,9 @@ async fn apply_all(
             Claim::Owned(ownership) => (ownership, true),
         };
         let mut object = apply::decorate(desired, parent, ownership);
+        if let Some(existing) = find(desired).filter(|_| force) {
+            apply::precondition(&mut object, existing);
+        }
         apply::stamp(&mut object);
         let skip = apply::up_to_date(&object, observed);
         ctx.shared.metrics.record_write(&desired.object.kind, !skip);
@@ -534,7 +537,10 @@ async fn publish_events(obj: &DynamicObject, ctx: &KindCtx, outcome: &Outcome) {
     let uid = obj.uid().unwrap_or_default();
     for reported in &outcome.events {
         let e = &reported.item;
-        if ctx.shared.events.take(&uid, Instant::now()).is_err() {
+        // One bucket per parent and plugin, as client-go's spam filter keys by event source:
+        // a chatty plugin cannot silence the others.
+        let key = format!("{uid}/{}", reported.plugin);
+        if ctx.shared.events.take(&key, Instant::now()).is_err() {
             tracing::debug!(plugin = %reported.plugin, reason = %e.reason, "event dropped by the per-parent event rate limit");
             ctx.shared
                 .metrics

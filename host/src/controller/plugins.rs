@@ -307,9 +307,12 @@ impl Loader {
                 let Ok((ar, namespaced)) = shared.discovery.resolve(&kind).await else {
                     continue;
                 };
-                let api: Api<DynamicObject> = match &namespace {
-                    Some(ns) if namespaced => Api::namespaced_with(shared.client.clone(), ns, &ar),
-                    _ => Api::all_with(shared.client.clone(), &ar),
+                // Children share the parent's scope (the policy refuses the rest): never a
+                // cluster-wide list of a namespaced kind.
+                let api: Api<DynamicObject> = match (&namespace, namespaced) {
+                    (Some(ns), true) => Api::namespaced_with(shared.client.clone(), ns, &ar),
+                    (None, false) => Api::all_with(shared.client.clone(), &ar),
+                    _ => continue,
                 };
                 let selector = format!("{PARENT_UID_LABEL}={uid}");
                 for mut child in api
@@ -324,6 +327,9 @@ impl Loader {
                     observed.push(serde_json::to_value(&child).unwrap_or_default());
                 }
             }
+            // As in a reconcile: only what the parent controls, never an object that merely
+            // carries its label.
+            let observed = super::apply::ours(observed, &uid);
             let mut parent_obj = parent.clone();
             parent_obj.types = Some(TypeMeta {
                 api_version: resource.api_version.clone(),

@@ -7,9 +7,10 @@
 //! granted by the operator; its namespace is empty or the parent's; cluster-scoped kinds, kinds
 //! that confer privileges (RBAC, ServiceAccounts, tokens, webhooks, Endpoints, Leases,
 //! NetworkPolicies) and privileged content of ordinary kinds (service-account-token Secrets,
-//! externalIPs, NodePort and LoadBalancer Services, claims naming a volume) are refused unless
-//! granted by name; every pod spec meets the granted Pod Security Standards level
-//! ([`pod_security`]); the count and total size of objects are capped; the status fragment is a
+//! externalIPs, NodePort and LoadBalancer Services, claims and claim templates naming a volume)
+//! are refused unless granted by name; every pod spec meets the granted Pod Security Standards
+//! level ([`pod_security`]); Secrets, claims and snapshots are named only within the parent's
+//! family ([`references`]); the count and total size of objects are capped; the status fragment is a
 //! JSON object; conditions and events are bounded in number, their reasons have the shape
 //! Kubernetes accepts and their messages are cut where the API would cut them.
 //!
@@ -19,12 +20,14 @@
 //! to someone else — is decided at apply time (`controller::apply::ownership`).
 
 pub mod pod_security;
+pub mod references;
 
 use std::collections::{BTreeSet, HashSet};
 
 use serde_json::Value;
 
 pub use pod_security::{HostAccount, Level, PodGrants};
+pub use references::Family;
 
 /// Kinds that are never namespaced (`group/version/Kind`). Extended by discovery for CRDs.
 const CLUSTER_SCOPED: &[&str] = &[
@@ -52,15 +55,26 @@ const CLUSTER_SCOPED: &[&str] = &[
     "windlass.dev/v1alpha1/WasmPlugin",
 ];
 
-/// Kinds that grant privileges, credentials or traffic: refused unless granted by name.
-/// Endpoints and EndpointSlices can steer a Service's traffic anywhere; a Lease can take over
-/// another controller's leadership; a NetworkPolicy can open or close the namespace's network.
+/// Kinds that grant privileges, credentials or traffic: refused unless granted by name, in any
+/// version of their group ([`is_privileged`]). Endpoints and EndpointSlices can steer a
+/// Service's traffic anywhere; a Lease can take over another controller's leadership; a
+/// NetworkPolicy can open or close the namespace's network; an Ingress or a Gateway route can
+/// claim any host name on a shared ingress; a ResourceQuota or LimitRange governs every other
+/// application's pods in the namespace.
 const PRIVILEGED: &[&str] = &[
     "v1/ServiceAccount",
     "v1/Endpoints",
     "discovery.k8s.io/v1/EndpointSlice",
     "coordination.k8s.io/v1/Lease",
     "networking.k8s.io/v1/NetworkPolicy",
+    "networking.k8s.io/v1/Ingress",
+    "gateway.networking.k8s.io/v1/Gateway",
+    "gateway.networking.k8s.io/v1/HTTPRoute",
+    "gateway.networking.k8s.io/v1/GRPCRoute",
+    "gateway.networking.k8s.io/v1/TLSRoute",
+    "gateway.networking.k8s.io/v1/TCPRoute",
+    "v1/ResourceQuota",
+    "v1/LimitRange",
     "rbac.authorization.k8s.io/v1/Role",
     "rbac.authorization.k8s.io/v1/RoleBinding",
     "rbac.authorization.k8s.io/v1/ClusterRole",
@@ -73,6 +87,22 @@ const PRIVILEGED: &[&str] = &[
     "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding",
 ];
 
+/// Whether `kind` (`group/version/Kind`) is one of [`PRIVILEGED`] in any version: a kind
+/// served at `v1beta1` too is no less privileged there.
+pub fn is_privileged(kind: &str) -> bool {
+    let group_kind = |k: &str| {
+        let mut parts = k.rsplitn(3, '/');
+        let name = parts.next().unwrap_or_default();
+        let _version = parts.next();
+        (
+            parts.next().unwrap_or_default().to_string(),
+            name.to_string(),
+        )
+    };
+    let wanted = group_kind(kind);
+    PRIVILEGED.iter().any(|p| group_kind(p) == wanted)
+}
+
 /// Grants, by name, for privileged content of ordinary kinds.
 pub mod content {
     /// A Secret of type `kubernetes.io/service-account-token`: the token controller mints a
@@ -84,8 +114,11 @@ pub mod content {
     pub const NODE_PORT: &str = "v1/Service:NodePort";
     /// A Service of type LoadBalancer: an address outside the cluster.
     pub const LOAD_BALANCER: &str = "v1/Service:LoadBalancer";
-    /// A PersistentVolumeClaim naming `spec.volumeName`: it could bind someone else's volume.
+    /// A PersistentVolumeClaim (or a claim template) naming `spec.volumeName`: it could bind
+    /// someone else's volume.
     pub const VOLUME_NAME: &str = "v1/PersistentVolumeClaim:volumeName";
+    /// A Service of type ExternalName: a name in the cluster's DNS for any outside host.
+    pub const EXTERNAL_NAME: &str = "v1/Service:ExternalName";
 }
 
 /// The kind whose objects a plugin reads only with a grant by name.
@@ -134,6 +167,9 @@ pub enum Rule {
     PodSecurity,
     /// An existing object that is not this parent's child (decided at apply time).
     ObjectNotOwned,
+    /// A reference by name (a pod's Secret or claim, a snapshot's or claim's source) to an
+    /// object outside the parent's family ([`references`]).
+    ForeignReference,
 }
 
 impl Rule {
@@ -155,6 +191,7 @@ impl Rule {
             Rule::InvalidReason => "InvalidReason",
             Rule::PodSecurity => "PodSecurity",
             Rule::ObjectNotOwned => "ObjectNotOwned",
+            Rule::ForeignReference => "ForeignReference",
         }
     }
 }
@@ -200,9 +237,7 @@ impl Grants {
             let granted = match self {
                 Grants::Kinds(names) => names.contains(kind),
                 Grants::Declared => {
-                    !(PRIVILEGED.contains(&kind.as_str())
-                        || policy.is_cluster_scoped(kind)
-                        || kind == SECRET)
+                    !(is_privileged(kind) || policy.is_cluster_scoped(kind) || kind == SECRET)
                 }
             };
             if !granted {
@@ -283,6 +318,9 @@ pub struct Subject<'a> {
     /// unchanged was checked against its producer's kinds and grants, not this plugin's: a
     /// backup plugin may hand on the storage plugin's Services without declaring Services.
     pub inherited: &'a [Value],
+    /// What references by name may point at besides the desired set: the parent's observed
+    /// children and the names written in its spec and the plugin's config.
+    pub family: &'a Family,
 }
 
 /// A desired object that passed the checks.
@@ -352,16 +390,17 @@ impl Policy {
         }
         let mut seen = HashSet::new();
         let mut out = Vec::with_capacity(desired.len());
+        let mut own = Vec::with_capacity(desired.len());
         for (i, text) in desired.iter().enumerate() {
-            let checked = self
-                .check_object(who, text)
-                .map_err(|(what, field, rule, why)| Violation {
-                    plugin: who.plugin.to_string(),
-                    object: format!("desired[{i}]{what}"),
-                    field,
-                    rule,
-                    why,
-                })?;
+            let (checked, inherited) =
+                self.check_object(who, text)
+                    .map_err(|(what, field, rule, why)| Violation {
+                        plugin: who.plugin.to_string(),
+                        object: format!("desired[{i}]{what}"),
+                        field,
+                        rule,
+                        why,
+                    })?;
             let identity = (
                 checked.kind.clone(),
                 checked.namespace.clone(),
@@ -375,13 +414,42 @@ impl Policy {
                 ));
             }
             out.push(checked);
+            own.push(!inherited);
+        }
+        let mut desired_family = Family::default();
+        for c in &out {
+            desired_family.add(&c.kind, &c.object);
+        }
+        let volume_name = who.grants.names(content::VOLUME_NAME);
+        for (i, c) in out.iter().enumerate().filter(|(i, _)| own[*i]) {
+            let families = [who.family, &desired_family];
+            // The same object as an earlier plugin produced it, if this plugin edited one.
+            let earlier = who.inherited.iter().find(|e| {
+                crate::pipeline::kind_of(e) == c.kind
+                    && e.pointer("/metadata/name").and_then(Value::as_str) == Some(&c.name)
+            });
+            if let Err(r) = references::check(&c.kind, &c.object, families, earlier, volume_name) {
+                let rule = if r.volume_name {
+                    Rule::PrivilegedContent
+                } else {
+                    Rule::ForeignReference
+                };
+                return Err(Violation {
+                    plugin: who.plugin.to_string(),
+                    object: format!("desired[{i}] {} {}", c.kind, c.name),
+                    field: r.field,
+                    rule,
+                    why: r.why,
+                });
+            }
         }
         Ok(out)
     }
 
     /// Checks one object; the error carries a description of the object (when known), the
     /// field, the rule and why.
-    fn check_object(&self, who: Subject<'_>, text: &str) -> Result<Checked, Refusal> {
+    /// Also says whether the object was passed on unchanged from an earlier plugin.
+    fn check_object(&self, who: Subject<'_>, text: &str) -> Result<(Checked, bool), Refusal> {
         let whole = |what: String, rule: Rule, why: String| (what, String::new(), rule, why);
         let mut object: Value = serde_json::from_str(text).map_err(|e| {
             whole(
@@ -466,7 +534,7 @@ impl Policy {
         }
         let named_grant = inherited || who.grants.names(&kind);
         let cluster_scoped = self.is_cluster_scoped(&kind);
-        if PRIVILEGED.contains(&kind.as_str()) && !named_grant {
+        if is_privileged(&kind) && !named_grant {
             return Err(whole(
                 what,
                 Rule::PrivilegedKind,
@@ -478,6 +546,15 @@ impl Policy {
                 what,
                 Rule::ClusterScoped,
                 format!("kind {kind} is cluster-scoped and is not granted by name"),
+            ));
+        }
+        if cluster_scoped && who.namespace.is_some() {
+            return Err(whole(
+                what,
+                Rule::ClusterScoped,
+                format!(
+                    "kind {kind} is cluster-scoped and the parent is namespaced: a namespaced owner cannot own it (the garbage collector ignores such owner references), so the host could never clean it up"
+                ),
             ));
         }
         if let Grants::Kinds(kinds) = who.grants
@@ -550,12 +627,15 @@ impl Policy {
         ) {
             meta.insert("namespace".into(), Value::String(ns.clone()));
         }
-        Ok(Checked {
-            kind,
-            namespace,
-            name,
-            object,
-        })
+        Ok((
+            Checked {
+                kind,
+                namespace,
+                name,
+                object,
+            },
+            inherited,
+        ))
     }
 
     /// Parses and checks a status fragment.
@@ -718,6 +798,11 @@ fn privileged_content(kind: &str, object: &Value, grants: &Grants) -> Result<(),
                     "spec.type",
                     "type LoadBalancer exposes the Service outside the cluster".into(),
                 )?,
+                Some("ExternalName") => need(
+                    content::EXTERNAL_NAME,
+                    "spec.type",
+                    "type ExternalName points a cluster DNS name at any outside host".into(),
+                )?,
                 _ => {}
             }
         }
@@ -877,6 +962,7 @@ mod tests {
             pods: &PodGrants::default(),
             namespace: Some("db"),
             inherited: &[],
+            family: &Family::default(),
         };
         let texts: Vec<String> = objects.iter().map(Value::to_string).collect();
         Policy::default().check_desired(who, &texts)
@@ -934,7 +1020,24 @@ mod tests {
             "{err}"
         );
         let grants = Grants::Kinds(["v1/Namespace".to_string()].into());
-        let out = check(&grants, &[ns]).unwrap();
+        // Granted, but the parent is namespaced: it could never own it.
+        let err = check(&grants, std::slice::from_ref(&ns)).unwrap_err();
+        assert_eq!(err.rule, Rule::ClusterScoped);
+        assert!(err.why.contains("the parent is namespaced"), "{err}");
+        // A cluster-scoped parent may have it, when granted.
+        let declared = declared();
+        let who = Subject {
+            plugin: "storage",
+            declared: &declared,
+            grants: &grants,
+            pods: &PodGrants::default(),
+            namespace: None,
+            inherited: &[],
+            family: &Family::default(),
+        };
+        let out = Policy::default()
+            .check_desired(who, &[ns.to_string()])
+            .unwrap();
         assert_eq!(out[0].namespace, None);
     }
 
@@ -980,6 +1083,7 @@ mod tests {
             pods: &PodGrants::default(),
             namespace: Some("db"),
             inherited: &[],
+            family: &Family::default(),
         };
         let err = Policy::default()
             .check_desired(who, &["{not json".to_string()])
@@ -1048,6 +1152,7 @@ mod tests {
             pods: &PodGrants::default(),
             namespace: Some("db"),
             inherited: &inherited,
+            family: &Family::default(),
         };
         assert!(
             Policy::default()
@@ -1081,6 +1186,7 @@ mod containment_tests {
             pods: &PodGrants::default(),
             namespace: Some("db"),
             inherited: &[],
+            family: &Family::default(),
         };
         Policy::default().check_desired(who, &[object.to_string()])
     }
@@ -1108,12 +1214,19 @@ mod containment_tests {
     }
 
     #[test]
-    fn endpoints_leases_and_network_policies_need_a_grant_by_name() {
+    fn endpoints_leases_network_policies_ingresses_and_quotas_need_a_grant_by_name_in_any_version()
+    {
         for (api_version, kind) in [
             ("v1", "Endpoints"),
             ("discovery.k8s.io/v1", "EndpointSlice"),
             ("coordination.k8s.io/v1", "Lease"),
             ("networking.k8s.io/v1", "NetworkPolicy"),
+            ("networking.k8s.io/v1", "Ingress"),
+            ("gateway.networking.k8s.io/v1", "HTTPRoute"),
+            ("gateway.networking.k8s.io/v1beta1", "HTTPRoute"),
+            ("v1", "ResourceQuota"),
+            ("v1", "LimitRange"),
+            ("rbac.authorization.k8s.io/v1beta1", "Role"),
         ] {
             let key = format!("{api_version}/{kind}");
             let obj = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}});
@@ -1146,6 +1259,11 @@ mod containment_tests {
                 json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"type": "LoadBalancer"}}),
                 "spec.type",
                 content::LOAD_BALANCER,
+            ),
+            (
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"type": "ExternalName", "externalName": "example.com"}}),
+                "spec.type",
+                content::EXTERNAL_NAME,
             ),
             (
                 json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "c"}, "spec": {"volumeName": "pv-1"}}),

@@ -9,8 +9,9 @@
 //! over `containers`, `initContainers` and `ephemeralContainers` alike. At every level,
 //! `privileged` included, the pod runs as `default` or a ServiceAccount granted by name, never
 //! as the host's own; it is not bound to a node by `nodeName`; and it gets no ServiceAccount
-//! token (`automountServiceAccountToken: false`, no projected token) unless granted one. A
-//! spec that is set but not an object is refused. The first refused field comes back as a
+//! token (`automountServiceAccountToken: false`, no projected token) unless granted one. Below
+//! `privileged`, it tolerates neither every taint nor the control plane's and takes no
+//! `system-*` priority class. A spec that is set but not an object is refused. The first refused field comes back as a
 //! [`PodViolation`]: its JSON path, the check (the word upstream uses) and what to change.
 //!
 //! # Why
@@ -99,7 +100,8 @@ pub struct PodViolation {
     pub field: String,
     /// The check, one stable lowerCamel word as upstream names it (`privileged`, `runAsNonRoot`,
     /// …) or a Windlass rule (`serviceAccount`, `hostServiceAccount`, `nodeName`,
-    /// `automountServiceAccountToken`); `podSpec` when the spec is not an object.
+    /// `automountServiceAccountToken`, `tolerations`, `priorityClassName`); `podSpec` when the
+    /// spec is not an object.
     pub rule: &'static str,
     /// A sentence a user can act on: what is set, what the level allows.
     pub why: String,
@@ -358,6 +360,9 @@ fn windlass(
         let why = format!("nodeName is {node}; the scheduler places pods, a plugin may not");
         return Err(refuse(format!("{}.nodeName", pod.path), "nodeName", why));
     }
+    if grants.level != Level::Privileged {
+        placement(pod)?;
+    }
     if grants.automount_token {
         return Ok(());
     }
@@ -381,6 +386,44 @@ fn windlass(
                 return Err(refuse(format!("{}.{rel}", pod.path), rule, why.into()));
             }
         }
+    }
+    Ok(())
+}
+
+/// Taints keep pods off nodes for a reason: below `privileged`, a pod may not tolerate every
+/// taint (an empty key with `Exists`) nor the control plane's, and may not take the
+/// `system-node-critical` or `system-cluster-critical` priority, which evicts other pods.
+fn placement(pod: &Scope<'_>) -> Result<(), PodViolation> {
+    const CONTROL_PLANE: &[&str] = &[
+        "node-role.kubernetes.io/control-plane",
+        "node-role.kubernetes.io/master",
+    ];
+    for (i, toleration) in pod.list("tolerations") {
+        let key = toleration.get("key").and_then(Value::as_str).unwrap_or("");
+        let exists = toleration.get("operator").and_then(Value::as_str) == Some("Exists");
+        let why = if key.is_empty() && exists {
+            "tolerates every taint (no key, operator Exists)".to_string()
+        } else if CONTROL_PLANE.contains(&key) {
+            format!("tolerates {key}, the control plane's taint")
+        } else {
+            continue;
+        };
+        let why = format!("{why}; only the privileged level may place pods past such taints");
+        let field = format!("{}.tolerations[{i}]", pod.path);
+        return Err(refuse(field, "tolerations", why));
+    }
+    if let Some(class) = pod
+        .fields
+        .get("priorityClassName")
+        .and_then(Value::as_str)
+        .filter(|c| c.starts_with("system-"))
+    {
+        let why = format!(
+            "priorityClassName is {class:?}, a system priority that preempts other pods; only \
+             the privileged level may use it"
+        );
+        let field = format!("{}.priorityClassName", pod.path);
+        return Err(refuse(field, "priorityClassName", why));
     }
     Ok(())
 }
@@ -1213,5 +1256,53 @@ mod tests {
         }
         assert_eq!(Level::default(), Level::Restricted);
         assert!(Level::Privileged < Level::Baseline && Level::Baseline < Level::Restricted);
+    }
+
+    #[test]
+    fn broad_tolerations_and_system_priorities_are_refused_below_privileged() {
+        let pod = |extra: Value| {
+            let mut spec = serde_json::json!({"automountServiceAccountToken": false,
+                "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [{"name": "c", "image": "i", "securityContext": {
+                    "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}]});
+            spec.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            serde_json::json!({"spec": spec})
+        };
+        let check = |object: &Value, level: Level| {
+            let grants = PodGrants {
+                level,
+                ..PodGrants::default()
+            };
+            check_object("v1/Pod", "ns", object, &grants, None)
+        };
+        let fine = pod(
+            serde_json::json!({"tolerations": [{"key": "dedicated", "operator": "Equal", "value": "db"}],
+            "priorityClassName": "high"}),
+        );
+        assert!(check(&fine, Level::Restricted).is_ok());
+        for (extra, field, rule) in [
+            (
+                serde_json::json!({"tolerations": [{"key": "a"}, {"operator": "Exists"}]}),
+                "spec.tolerations[1]",
+                "tolerations",
+            ),
+            (
+                serde_json::json!({"tolerations": [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}]}),
+                "spec.tolerations[0]",
+                "tolerations",
+            ),
+            (
+                serde_json::json!({"priorityClassName": "system-node-critical"}),
+                "spec.priorityClassName",
+                "priorityClassName",
+            ),
+        ] {
+            let object = pod(extra);
+            let v = check(&object, Level::Baseline).unwrap_err();
+            assert_eq!((v.field.as_str(), v.rule), (field, rule), "{}", v.why);
+            assert!(check(&object, Level::Privileged).is_ok());
+        }
     }
 }

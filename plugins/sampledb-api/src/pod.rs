@@ -51,6 +51,59 @@ pub fn restricted(mut spec: PodSpec) -> PodSpec {
     spec
 }
 
+/// Checks that a pod spec, as JSON, has what [`restricted`] gives it: no service account token,
+/// non-root as [`DATABASE_USER`] with the default seccomp profile, every container and init
+/// container without privilege escalation and with all capabilities dropped, and only
+/// `persistentVolumeClaim` volumes. For the plugins' tests: the host enforces the standard
+/// itself; this says a plugin did not forget to call [`restricted`].
+///
+/// # Errors
+/// The first field that falls short, with its value.
+pub fn check_restricted(pod: &serde_json::Value) -> Result<(), String> {
+    use serde_json::{Value, json};
+    let want = |path: &str, value: Value| {
+        let got = pod.pointer(path).cloned().unwrap_or(Value::Null);
+        if got == value {
+            Ok(())
+        } else {
+            Err(format!("{path} is {got}, not {value}"))
+        }
+    };
+    want("/automountServiceAccountToken", json!(false))?;
+    want("/securityContext/runAsNonRoot", json!(true))?;
+    want("/securityContext/runAsUser", json!(DATABASE_USER))?;
+    want(
+        "/securityContext/seccompProfile/type",
+        json!("RuntimeDefault"),
+    )?;
+    let list = |key: &str| pod[key].as_array().cloned().unwrap_or_default();
+    let containers = list("containers");
+    if containers.is_empty() {
+        return Err("the pod has no containers".into());
+    }
+    for c in containers.iter().chain(&list("initContainers")) {
+        let security = &c["securityContext"];
+        if security["allowPrivilegeEscalation"] != json!(false)
+            || security["capabilities"]["drop"] != json!(["ALL"])
+        {
+            return Err(format!(
+                "container {} has securityContext {security}",
+                c["name"]
+            ));
+        }
+    }
+    for volume in list("volumes") {
+        let allowed = volume.as_object().is_some_and(|v| {
+            v.keys()
+                .all(|k| k == "name" || k == "persistentVolumeClaim")
+        });
+        if !allowed {
+            return Err(format!("volume {volume} is not a persistentVolumeClaim"));
+        }
+    }
+    Ok(())
+}
+
 /// A container's part of [`restricted`].
 fn restrict(container: &mut Container) {
     container.security_context = Some(SecurityContext {
@@ -153,5 +206,35 @@ mod tests {
                 c["name"]
             );
         }
+    }
+
+    #[test]
+    fn check_restricted_accepts_restricted_and_names_what_falls_short() {
+        let container = |name: &str| Container {
+            name: name.into(),
+            ..Container::default()
+        };
+        let spec = PodSpec {
+            containers: vec![container("db")],
+            init_containers: Some(vec![container("setup")]),
+            ..PodSpec::default()
+        };
+        let good = serde_json::to_value(restricted(spec.clone())).unwrap();
+        assert_eq!(check_restricted(&good), Ok(()));
+        let bare = serde_json::to_value(&spec).unwrap();
+        assert_eq!(
+            check_restricted(&bare),
+            Err("/automountServiceAccountToken is null, not false".into())
+        );
+        let mut init = good.clone();
+        init["initContainers"][0]["securityContext"]["allowPrivilegeEscalation"] = true.into();
+        assert!(
+            check_restricted(&init)
+                .unwrap_err()
+                .starts_with("container \"setup\"")
+        );
+        let mut host = good;
+        host["volumes"] = serde_json::json!([{"name": "h", "hostPath": {"path": "/"}}]);
+        assert!(check_restricted(&host).unwrap_err().contains("hostPath"));
     }
 }

@@ -13,10 +13,15 @@
 //! - `tokenSecret`, `externalIPs`, `nodePort`, `loadBalancer`, `pvcVolumeName`: privileged
 //!   content of an ordinary kind (`PrivilegedContent`); `endpoints`, `endpointSlice`, `lease`,
 //!   `networkPolicy`: privileged kinds (`PrivilegedKind`); `slashV1`: a non-canonical
-//!   `apiVersion` (`InvalidApiVersion`); `otherNamespace`: `Namespace`.
+//!   `apiVersion` (`InvalidApiVersion`); `otherNamespace`: `Namespace`; `externalName`,
+//!   `templateVolumeName`: privileged content (`PrivilegedContent`).
+//! - `mountSecret`, `mountClaim` (a workload whose pod reads the Secret or mounts the claim
+//!   `T`), `cloneClaim` (a claim named `N` cloned from the claim `T`): references to another
+//!   application's data (`ForeignReference`). `tolerateAll`, `systemPriority`: placement
+//!   (`PodSecurity`).
 //!
-//! Config: `{"attack": A, "name": N, "workload": W, "serviceAccount": S}`, defaults `N` =
-//! `victim`, `W` = `StatefulSet`, `S` = `windlass`. An unknown attack or workload is
+//! Config: `{"attack": A, "name": N, "workload": W, "serviceAccount": S, "target": T}`,
+//! defaults `N` = `victim`, `W` = `StatefulSet`, `S` = `windlass`, `T` = `victim`. An unknown attack or workload is
 //! `invalid-config`.
 //!
 //! Written against the WIT without the Rust SDK, as a hostile author would: the SDK's own checks
@@ -70,6 +75,7 @@ struct Config {
     name: String,
     workload: String,
     service_account: String,
+    target: String,
 }
 
 impl Config {
@@ -99,6 +105,7 @@ impl Config {
             name: string("name", Some("victim"))?,
             workload: string("workload", Some("StatefulSet"))?,
             service_account: string("serviceAccount", Some("windlass"))?,
+            target: string("target", Some("victim"))?,
         })
     }
 }
@@ -123,7 +130,7 @@ fn privileged(name: &str) -> Value {
 
 /// A restricted-compliant pod spec with one breakout, or `None` when `attack` is not a pod
 /// breakout.
-fn pod_spec(attack: &str, service_account: &str) -> Option<Value> {
+fn pod_spec(attack: &str, service_account: &str, target: &str) -> Option<Value> {
     let mut spec = json!({
         "automountServiceAccountToken": false,
         "securityContext": {
@@ -167,6 +174,17 @@ fn pod_spec(attack: &str, service_account: &str) -> Option<Value> {
         }
         "ephemeralPrivileged" => spec["ephemeralContainers"] = json!([privileged("debug")]),
         "initPrivileged" => spec["initContainers"] = json!([privileged("init")]),
+        "mountSecret" => {
+            spec["containers"][0]["env"] = json!([{"name": "STOLEN", "valueFrom":
+                {"secretKeyRef": {"name": target, "key": "password"}}}]);
+        }
+        "mountClaim" => {
+            spec["volumes"] =
+                json!([{"name": "loot", "persistentVolumeClaim": {"claimName": target}}]);
+            spec["containers"][0]["volumeMounts"] = json!([{"name": "loot", "mountPath": "/loot"}]);
+        }
+        "tolerateAll" => spec["tolerations"] = json!([{"operator": "Exists"}]),
+        "systemPriority" => spec["priorityClassName"] = json!("system-node-critical"),
         _ => return None,
     }
     Some(spec)
@@ -311,13 +329,40 @@ fn hostile(config: &Config) -> Result<Option<Value>, PluginError> {
         "slashV1" => {
             json!({"apiVersion": "/v1", "kind": "ServiceAccount", "metadata": {"name": name}})
         }
+        "externalName" => service(
+            name,
+            json!({"type": "ExternalName", "externalName": "evil.example.com", "ports": null}),
+        ),
+        "cloneClaim" => json!({
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name},
+            "spec": {
+                "dataSource": {"kind": "PersistentVolumeClaim", "name": config.target},
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        }),
+        "templateVolumeName" => {
+            let spec = pod_spec("compliant", &config.service_account, &config.target);
+            let mut sts = workload("StatefulSet", name, spec.unwrap_or_default())?;
+            sts["spec"]["volumeClaimTemplates"] = json!([{
+                "metadata": {"name": "data"},
+                "spec": {
+                    "volumeName": "pv-of-someone-else",
+                    "accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": "1Gi"}},
+                },
+            }]);
+            sts
+        }
         "otherNamespace" => json!({
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": "kube-system"},
             "data": {"pwned": "true"},
         }),
-        attack => match pod_spec(attack, &config.service_account) {
+        attack => match pod_spec(attack, &config.service_account, &config.target) {
             Some(spec) => workload(&config.workload, name, spec)?,
             None => {
                 return Err(PluginError::InvalidConfig(format!(
