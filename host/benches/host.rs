@@ -227,6 +227,9 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Progress, Progress)> {
                     "parent": {"apiVersion": "samples.windlass.dev/v1alpha1", "kind": "SampleDB"},
                     "source": {"configMap": {"namespace": SYSTEM, "name": PLUGIN}},
                     "config": {"image": "sampledb"},
+                    // As `windlass dev` grants it: Secrets reach a plugin only by grant, and
+                    // the storage plugin must see the credentials Secret it generated.
+                    "grants": windlass::dev::STORAGE_GRANTS,
                 },
             })),
         )
