@@ -807,3 +807,47 @@ async fn a_filtered_watch_sees_objects_enter_and_leave_its_selector() {
     assert_eq!(kinds, vec!["DELETED", "ADDED"]);
     dc.shutdown().await;
 }
+
+/// As kube-apiserver answers (seen on the real control plane, `windlass-kubeplane`'s
+/// `an_apply_carrying_another_objects_uid_is_refused`): a patch or apply whose body carries a
+/// uid other than the live object's is invalid (422, the uid is immutable); a PUT's uid is a
+/// precondition (409). Either way the object is unchanged.
+#[tokio::test]
+async fn a_write_carrying_another_objects_uid_is_refused() {
+    let cluster = start().await;
+    let maps: Api<ConfigMap> = Api::namespaced(cluster.client(), "default");
+    let live = maps
+        .create(&PostParams::default(), &cm("c", json!({})))
+        .await
+        .unwrap();
+    let apply = PatchParams::apply("windlass/test").force();
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "c", "uid": "not-the-live-uid"}, "data": {"k": "taken"}});
+    let err = maps
+        .patch("c", &apply, &Patch::Apply(&body))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("expected an API error")
+    };
+    assert_eq!(status.code, 422, "{status:?}");
+    assert!(
+        status.message.contains("metadata.uid") && status.message.contains("field is immutable"),
+        "{}",
+        status.message
+    );
+    let mut put = live.clone();
+    put.metadata.uid = Some("not-the-live-uid".into());
+    put.data = Some([("k".to_string(), "taken".to_string())].into());
+    let err = maps
+        .replace("c", &PostParams::default(), &put)
+        .await
+        .unwrap_err();
+    assert_eq!(code(err), 409);
+    let now = maps.get("c").await.unwrap();
+    assert_eq!(now.data.unwrap()["k"], "v");
+    assert_eq!(
+        now.metadata.resource_version,
+        live.metadata.resource_version
+    );
+}

@@ -1,8 +1,11 @@
 //! `cargo xtask <task>`: the project's build, test and benchmark entry points.
 //!
 //! - `ci`: what CI runs: installs what the tests need (`.ci/tools`: the wasm target, rustfmt,
-//!   docker-registry, skopeo, helm), checks formatting, builds the plugins (`plugins`), then runs
-//!   every test (which builds the misbehaving test guests to wasm32-wasip2).
+//!   docker-registry, skopeo, helm), checks formatting, builds the plugins (`plugins`) and the
+//!   real control plane (`kube`), runs every test (which builds the misbehaving test guests to
+//!   wasm32-wasip2) on the devcluster, then the end-to-end tests again on real control planes.
+//! - `kube`: builds etcd, kube-apiserver and kube-controller-manager from source at the pinned
+//!   versions (`tools/kube/build.sh`, cached outside the repository) and prints their directory.
 //! - `plugins`: builds the Rust plugins to `target/wasm/wasm32-wasip2/release/` and the Python
 //!   and JavaScript ones (installing their toolchains first) to `target/wasm/plugins/`.
 //! - `dev`: builds the plugins and runs `windlass dev`: the operator on the embedded devcluster.
@@ -38,6 +41,7 @@ fn main() -> Result<()> {
     match args.as_slice() {
         ["ci"] => ci(),
         ["plugins"] => plugins().map(|_| ()),
+        ["kube"] => kube().map(|dir| println!("{}", dir.display())),
         ["render", rest @ ..] => render(rest),
         ["dev", rest @ ..] => dev(rest),
         ["bench", "runtime"] => cargo(&["bench", "-p", "windlass", "--bench", "runtime"]),
@@ -45,7 +49,7 @@ fn main() -> Result<()> {
         ["bench", "host", "--parents", n] => bench_host(Some(n)),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci | plugins | dev [ARGS…] | render [ARGS…] | \
+                "usage: cargo xtask <ci | plugins | kube | dev [ARGS…] | render [ARGS…] | \
                  bench runtime | bench host [--parents N]>"
             );
             bail!("unknown task {args:?}")
@@ -187,18 +191,71 @@ fn bench_host(parents: Option<&str>) -> Result<()> {
     run(&mut cmd)
 }
 
+/// Builds the control plane (seconds once cached) and returns the directory of its binaries.
+fn kube() -> Result<PathBuf> {
+    kube_dir(start_kube_build()?)
+}
+
+/// Starts `tools/kube/build.sh` (Go) in the background: it overlaps the Rust builds, which
+/// leave a core idle in their long single-threaded steps (LTO, linking).
+fn start_kube_build() -> Result<std::process::Child> {
+    let script = root().join("tools").join("kube").join("build.sh");
+    Command::new("bash")
+        .arg(&script)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("running {}", script.display()))
+}
+
+/// Waits for a build from [`start_kube_build`] and returns the directory it printed.
+fn kube_dir(build: std::process::Child) -> Result<PathBuf> {
+    let script = "tools/kube/build.sh";
+    let out = build
+        .wait_with_output()
+        .with_context(|| format!("waiting for {script}"))?;
+    if !out.status.success() {
+        bail!("{script} failed: {}", out.status);
+    }
+    let stdout = String::from_utf8(out.stdout)?;
+    let dir = stdout
+        .lines()
+        .last()
+        .context("tools/kube/build.sh printed no directory")?;
+    Ok(PathBuf::from(dir.trim()))
+}
+
+/// The end-to-end test files that run on real control planes too.
+const REAL_CLUSTER_TESTS: &[&str] = &["operator", "containment", "oci"];
+
 fn ci() -> Result<()> {
     // The wasm target, rustfmt, the test registry, skopeo and helm, each only when missing.
     run(Command::new("bash").arg(root().join(".ci").join("tools")))?;
+    let kube_build = start_kube_build()?;
     cargo(&["fmt", "--all", "--check"])?;
     // The Python and JavaScript plugins, which the conformance and end-to-end tests load (the
     // Rust ones are built again by the tests' own build script; cargo finds them fresh).
     plugins()?;
-    cargo(&[
-        "test",
-        "--workspace",
-        "--exclude",
-        "guest-*",
-        "--no-fail-fast",
-    ])
+    // The tests' build overlaps it too; they need it only once they run.
+    let workspace = ["--workspace", "--exclude", "guest-*"];
+    cargo(&[&["test", "--no-run"][..], &workspace[..]].concat())?;
+    let kube_bin = kube_dir(kube_build)?;
+    // Both passes run even when the first fails, so one failure does not hide the other's.
+    let test = |extra: &[&str], real: bool| {
+        let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        cmd.arg("test")
+            .args(extra)
+            .env("WINDLASS_KUBE_BIN", &kube_bin);
+        if real {
+            cmd.env("WINDLASS_TEST_CLUSTER", "real");
+        }
+        run(&mut cmd)
+    };
+    let on_dev = test(&[&workspace[..], &["--no-fail-fast"]].concat(), false);
+    let mut real = vec!["-p", "windlass", "--no-fail-fast"];
+    for t in REAL_CLUSTER_TESTS {
+        real.extend(["--test", t]);
+    }
+    let on_real = test(&real, true);
+    on_dev.and(on_real)
 }

@@ -151,15 +151,21 @@ impl Cluster {
                 "the object has been modified; please apply your changes to the latest version and try again",
             ));
         }
-        if new["metadata"]["uid"]
+        // A PUT's uid is a precondition (checked in `update`, 409); a patch that would change
+        // the uid is invalid, as in kube-apiserver (422, "field is immutable").
+        if let Some(uid) = new["metadata"]["uid"]
             .as_str()
-            .is_some_and(|u| Some(u) != cur["metadata"]["uid"].as_str())
+            .filter(|u| Some(*u) != cur["metadata"]["uid"].as_str())
         {
-            return Err(ApiError::conflict(
+            return Err(ApiError::invalid(
+                &rt.kind,
                 &rt.group,
-                &rt.plural,
                 name,
-                "Precondition failed: UID in precondition does not match the UID in record",
+                vec![crate::error::Cause {
+                    reason: "FieldValueInvalid".into(),
+                    message: format!("Invalid value: {uid:?}: field is immutable"),
+                    field: "metadata.uid".into(),
+                }],
             ));
         }
         if opts.subresource == "status" {
@@ -283,6 +289,20 @@ impl Cluster {
             .store
             .mutate(&rt.key(), ns, name, opts.dry_run, |cur| {
                 let cur = cur.ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, name))?;
+                if let Some(uid) = obj["metadata"]["uid"]
+                    .as_str()
+                    .filter(|u| !u.is_empty() && Some(*u) != cur["metadata"]["uid"].as_str())
+                {
+                    return Err(ApiError::conflict(
+                        &rt.group,
+                        &rt.plural,
+                        name,
+                        &format!(
+                            "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                            cur["metadata"]["uid"].as_str().unwrap_or_default()
+                        ),
+                    ));
+                }
                 Ok((self.finish(rt, version, cur, obj, opts, false)?, ()))
             })?;
         self.done(rt, stored, opts.dry_run)

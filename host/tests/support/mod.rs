@@ -1,5 +1,10 @@
-//! The devcluster with the host's CRDs, a test CRD (`Thing`) and an operator: shared by the
+//! A cluster with the host's CRDs, a test CRD (`Thing`) and an operator: shared by the
 //! end-to-end tests.
+//!
+//! The cluster is the devcluster, or, with `WINDLASS_TEST_CLUSTER=real`, a real control plane
+//! (etcd, kube-apiserver, kube-controller-manager built from source: `windlass_kubeplane`) of
+//! the test's own, so the same tests run against both. A test that needs what only the
+//! devcluster has (injected API faults) says so and skips on the real one.
 #![allow(dead_code)]
 
 use std::{future::Future, time::Duration};
@@ -23,6 +28,7 @@ use windlass::{
     runtime::RuntimeConfig,
 };
 use windlass_devcluster::{DevCluster, Options};
+use windlass_kubeplane::ControlPlane;
 use windlass_test_guests as guests;
 
 pub const WAIT: Duration = Duration::from_secs(60);
@@ -45,8 +51,21 @@ pub async fn eventually<T, F: Future<Output = Option<T>>>(
     }
 }
 
+/// Which cluster a test runs on.
+pub enum Cluster {
+    /// The embedded devcluster.
+    Dev(DevCluster),
+    /// A real control plane of the test's own.
+    Real(ControlPlane),
+}
+
+/// Whether the end-to-end tests run against a real control plane (`WINDLASS_TEST_CLUSTER=real`).
+pub fn real_cluster() -> bool {
+    std::env::var("WINDLASS_TEST_CLUSTER").is_ok_and(|v| v == "real")
+}
+
 pub struct Env {
-    pub cluster: DevCluster,
+    pub cluster: Cluster,
     pub client: Client,
     pub stop: watch::Sender<bool>,
     pub operator: Option<operator::Handle>,
@@ -92,15 +111,36 @@ pub fn operator_config(identity: &str, election: Option<Election>) -> operator::
 
 impl Env {
     pub async fn start() -> Env {
-        let cluster = DevCluster::start(Options::default())
-            .await
-            .expect("devcluster starts");
-        let client = cluster.client();
+        let (cluster, client) = if real_cluster() {
+            let plane = ControlPlane::start()
+                .await
+                .expect("the real control plane starts");
+            let client = plane.client().await.expect("a client");
+            (Cluster::Real(plane), client)
+        } else {
+            let dev = DevCluster::start(Options::default())
+                .await
+                .expect("devcluster starts");
+            let client = dev.client();
+            (Cluster::Dev(dev), client)
+        };
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        for crd in windlass::crd::all().into_iter().chain([thing_crd()]) {
+        let all = windlass::crd::all().into_iter().chain([thing_crd()]);
+        for crd in all {
+            let name = crd.metadata.name.clone().unwrap_or_default();
             crds.create(&PostParams::default(), &crd)
                 .await
                 .expect("CRD created");
+            // A real API server serves a new CRD only once it is Established.
+            eventually(&format!("CRD {name} established"), || async {
+                let crd = crds.get(&name).await.ok()?;
+                crd.status?
+                    .conditions?
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+                    .then_some(())
+            })
+            .await;
         }
         let namespaces: Api<Namespace> = Api::all(client.clone());
         for ns in ["windlass-system", "shop"] {
@@ -116,6 +156,14 @@ impl Env {
             client,
             stop,
             operator: None,
+        }
+    }
+
+    /// The devcluster, or None on a real control plane.
+    pub fn dev(&self) -> Option<&DevCluster> {
+        match &self.cluster {
+            Cluster::Dev(dev) => Some(dev),
+            Cluster::Real(_) => None,
         }
     }
 
