@@ -165,6 +165,9 @@ async fn a_reconcile_that_changes_nothing_writes_nothing_and_drift_is_put_back()
     })
     .await;
     assert_eq!(writes(&env, "v1/ConfigMap", "applied"), applied);
+    // Exactly once in all: the reconciles that followed the create (its own watch event among
+    // them) found it up to date, the uid precondition on later applies notwithstanding.
+    assert_eq!(applied, 1, "the child was written again after its create");
     assert!(writes(&env, "status", "unchanged") >= 1);
 
     // Someone else changes a value the plugin sets: the host puts it back.

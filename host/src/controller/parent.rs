@@ -344,11 +344,14 @@ async fn apply_all(
             Claim::Owned(ownership) => (ownership, true),
         };
         let mut object = apply::decorate(desired, parent, ownership);
+        apply::stamp(&mut object);
+        let skip = apply::up_to_date(&object, observed);
+        // After the stamp: the precondition is about this write, not part of what the host
+        // applies (with it in the stamp, every child created without one would be written
+        // again on the next reconcile).
         if let Some(existing) = find(desired).filter(|_| force) {
             apply::precondition(&mut object, existing);
         }
-        apply::stamp(&mut object);
-        let skip = apply::up_to_date(&object, observed);
         ctx.shared.metrics.record_write(&desired.object.kind, !skip);
         if !skip {
             writes.push((desired, object, force));
