@@ -46,6 +46,24 @@ pub fn resource_type(crd: &Value) -> Result<ResourceType> {
             ),
         });
     }
+    // Groups under k8s.io and kubernetes.io belong to the Kubernetes project: a definition
+    // there must say it was approved (or that it was not: "unapproved, …").
+    let protected = ["k8s.io", "kubernetes.io"]
+        .iter()
+        .any(|d| group == *d || group.ends_with(&format!(".{d}")));
+    if protected
+        && crd["metadata"]["annotations"]["api-approved.kubernetes.io"]
+            .as_str()
+            .is_none_or(str::is_empty)
+    {
+        causes.push(Cause {
+            reason: "FieldValueRequired".into(),
+            field: "metadata.annotations[api-approved.kubernetes.io]".into(),
+            message: "Required value: protected groups must have approval annotation \
+                      \"api-approved.kubernetes.io\""
+                .into(),
+        });
+    }
     if !causes.is_empty() {
         return Err(ApiError::invalid(
             "CustomResourceDefinition",

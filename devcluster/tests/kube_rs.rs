@@ -851,3 +851,52 @@ async fn a_write_carrying_another_objects_uid_is_refused() {
         live.metadata.resource_version
     );
 }
+
+/// What kube-apiserver answers (found when the CSI snapshot CRDs were first installed on it): a
+/// CRD in a group under `k8s.io` or `kubernetes.io` needs the `api-approved.kubernetes.io`
+/// annotation; "unapproved, …" is an accepted value.
+#[tokio::test]
+async fn a_crd_in_a_protected_group_needs_the_approval_annotation() {
+    let dc = start().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(dc.client());
+    let crd = |annotations: Value| -> CustomResourceDefinition {
+        serde_json::from_value(json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "gadgets.storage.k8s.io", "annotations": annotations},
+            "spec": {"group": "storage.k8s.io", "scope": "Namespaced",
+                "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object",
+                        "x-kubernetes-preserve-unknown-fields": true}}}]}
+        }))
+        .expect("crd")
+    };
+    let err = crds
+        .create(&PostParams::default(), &crd(json!({})))
+        .await
+        .expect_err("refused without the annotation");
+    let kube::Error::Api(status) = err else {
+        panic!("expected an API error, got {err}")
+    };
+    assert_eq!(status.code, 422);
+    assert!(
+        status
+            .message
+            .contains("metadata.annotations[api-approved.kubernetes.io]"),
+        "{}",
+        status.message
+    );
+    assert!(
+        crds.get_opt("gadgets.storage.k8s.io")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    crds.create(
+        &PostParams::default(),
+        &crd(json!({"api-approved.kubernetes.io": "unapproved, a test"})),
+    )
+    .await
+    .expect("accepted with the annotation");
+    dc.shutdown().await;
+}

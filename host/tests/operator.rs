@@ -76,13 +76,6 @@ async fn a_sampledb_gets_owned_labelled_children_and_becomes_ready() {
     assert_eq!(template_labels["windlass.dev/parent-uid"], uid);
 
     // The simulator makes the replicas ready; the plugin sees it through the watch cache.
-    if env.dev().is_none() {
-        eprintln!(
-            "readiness skipped on the real control plane: no kubelet, and the workload \
-             simulator does not yet run against a real API server"
-        );
-        return;
-    }
     let ready = eventually("phase Ready", || async {
         let sdb = serde_json::to_value(sdbs.get("example-database").await.ok()?).ok()?;
         (sdb.pointer("/status/phase")? == "Ready").then_some(sdb)

@@ -10,7 +10,8 @@
 //!   start), and an admin user (`windlass-admin`, group `system:masters`) by a static token.
 //! - **kube-controller-manager** with the controllers in [`CONTROLLERS`]: garbage collector,
 //!   namespace, service accounts and their tokens, the root CA publisher, Deployment,
-//!   ReplicaSet, StatefulSet, Job and CronJob. No scheduler and no kubelet: Pods stay `Pending`
+//!   ReplicaSet, StatefulSet, Job, CronJob, TTL-after-finished, claim protection and
+//!   disruption budgets. No scheduler and no kubelet: Pods stay `Pending`
 //!   unless something else (the devcluster's workload simulator) plays those parts.
 //!
 //! # Guarantees
@@ -55,6 +56,11 @@ pub const CONTROLLERS: &[&str] = &[
     "statefulset-controller",
     "job-controller",
     "cronjob-controller",
+    "ttl-after-finished-controller",
+    // Takes the `kubernetes.io/pvc-protection` finalizer (which admission puts on every claim)
+    // off a deleted claim once no Pod uses it: without it no claim is ever deleted.
+    "persistentvolumeclaim-protection-controller",
+    "disruption-controller",
 ];
 
 /// The admin user's name (group `system:masters`).
@@ -619,4 +625,41 @@ fn openssl(args: &[&str], dir: Option<&Path>) -> Result<Vec<u8>> {
         );
     }
     Ok(out.stdout)
+}
+
+/// CustomResourceDefinitions for the CSI snapshot API (`snapshot.storage.k8s.io/v1`:
+/// VolumeSnapshot, VolumeSnapshotContent, VolumeSnapshotClass), which a cluster gets with its
+/// snapshot controller and which kube-apiserver does not serve by itself. Their schemas keep
+/// unknown fields: enough to store and serve the objects, not the upstream validation.
+pub fn snapshot_crds() -> Vec<serde_json::Value> {
+    [
+        ("VolumeSnapshot", "volumesnapshots", "Namespaced"),
+        ("VolumeSnapshotContent", "volumesnapshotcontents", "Cluster"),
+        ("VolumeSnapshotClass", "volumesnapshotclasses", "Cluster"),
+    ]
+    .into_iter()
+    .map(|(kind, plural, scope)| {
+        let status = if kind == "VolumeSnapshotClass" {
+            json!({})
+        } else {
+            json!({"status": {}})
+        };
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            // `*.k8s.io` groups need an approval annotation; "unapproved, …" is the accepted
+            // way to say this stand-in is not the reviewed upstream definition.
+            "metadata": {"name": format!("{plural}.snapshot.storage.k8s.io"),
+                "annotations": {"api-approved.kubernetes.io":
+                    "unapproved, a stand-in for the CSI snapshot CRDs in tests"}},
+            "spec": {
+                "group": "snapshot.storage.k8s.io", "scope": scope,
+                "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(),
+                    "listKind": format!("{kind}List")},
+                "versions": [{"name": "v1", "served": true, "storage": true, "subresources": status,
+                    "schema": {"openAPIV3Schema": {"type": "object",
+                        "x-kubernetes-preserve-unknown-fields": true}}}],
+            },
+        })
+    })
+    .collect()
 }

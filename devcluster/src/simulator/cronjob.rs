@@ -42,7 +42,7 @@ fn parse_time(v: &Value) -> Option<DateTime<Utc>> {
 
 /// Checks every CronJob once.
 pub(super) fn tick(sim: &Arc<Sim>) {
-    let (cronjobs, _) = sim.cluster.store.list("batch/cronjobs", None);
+    let cronjobs = sim.list_all("batch/cronjobs");
     for cj in cronjobs {
         if cj["spec"]["suspend"] == true || cj["metadata"].get("deletionTimestamp").is_some() {
             continue;
@@ -103,8 +103,9 @@ fn prune_history(sim: &Arc<Sim>, cj: &Value) {
             .any(|c| c["type"] == t && c["status"] == "True")
     };
     let mut jobs: Vec<Arc<Value>> = sim
-        .list("batch/jobs", &ns)
+        .list_all("batch/jobs")
         .into_iter()
+        .filter(|j| j["metadata"]["namespace"].as_str() == Some(ns.as_str()))
         .filter(|j| {
             j["metadata"]["ownerReferences"]
                 .as_array()

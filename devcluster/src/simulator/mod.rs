@@ -14,19 +14,29 @@
 //!
 //! The simulator writes through the same API semantics as clients (field manager
 //! `devcluster-simulator`), without injected faults.
+//!
+//! One implementation, two ways to reach a cluster ([`backend::Backend`]): inside the
+//! devcluster it reads the store and writes through the API layer, and plays the controllers
+//! too (the devcluster has none); against any other API server ([`remote::run`], like kwok)
+//! it reads watch caches and writes over HTTP, and plays only what a cluster without nodes
+//! lacks: the kubelet (Pods Running and Ready, Job Pods terminating), volume binding and the
+//! snapshot controller. kube-controller-manager and kube-apiserver do the rest there.
 
+mod backend;
 mod cronjob;
 mod job;
+pub mod remote;
 mod statefulset;
 mod workloads;
 
-use crate::api::{Cluster, WriteOpts};
+use crate::api::Cluster;
 use crate::cluster::Options;
-use crate::patch::PatchType;
 use crate::store::{Event, EventType};
+use backend::Backend;
 use serde_json::{Value, json};
-use std::sync::Arc;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 
@@ -49,31 +59,60 @@ impl From<&Options> for Config {
 }
 
 /// The simulator's handle on the cluster.
-#[derive(Debug)]
 pub(crate) struct Sim {
-    pub cluster: Arc<Cluster>,
+    backend: Arc<dyn Backend>,
     pub config: Config,
+    /// Whether to play the controllers too (StatefulSet, Job, CronJob, Deployment) and the API
+    /// server's Service IP allocation: inside the devcluster, yes; against a real control
+    /// plane, no.
+    controllers: bool,
     next_ip: AtomicU32,
+    /// Objects (by uid) whose delayed change is already scheduled: a watch delivers every
+    /// change of a pending object, and one timer each is enough.
+    scheduled: Mutex<HashSet<String>>,
 }
 
-/// Runs the simulator until the task is dropped.
+impl std::fmt::Debug for Sim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sim")
+            .field("config", &self.config)
+            .field("controllers", &self.controllers)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sim {
+    fn new(backend: Arc<dyn Backend>, config: Config, controllers: bool) -> Arc<Self> {
+        Arc::new(Sim {
+            backend,
+            config,
+            controllers,
+            next_ip: AtomicU32::new(10),
+            scheduled: Mutex::new(HashSet::new()),
+        })
+    }
+}
+
+/// Runs the simulator inside the devcluster until the task is dropped.
 pub async fn run(cluster: Arc<Cluster>, config: Config) {
     let mut rx = cluster.store.subscribe();
-    let sim = Arc::new(Sim {
-        cluster,
+    let sim = Sim::new(
+        Arc::new(backend::InProcess {
+            cluster: cluster.clone(),
+        }),
         config,
-        next_ip: AtomicU32::new(10),
-    });
-    sim.resync();
+        true,
+    );
+    sim.resync(&cluster);
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     loop {
         tokio::select! {
             ev = rx.recv() => match ev {
                 Ok(e) => sim.on_event(&e),
-                Err(RecvError::Lagged(_)) => sim.resync(),
+                Err(RecvError::Lagged(_)) => sim.resync(&cluster),
                 Err(RecvError::Closed) => return,
             },
-            _ = tick.tick() => cronjob::tick(&sim),
+            _ = tick.tick() => sim.tick(),
         }
     }
 }
@@ -96,8 +135,7 @@ pub(crate) fn controller_of(obj: &Value) -> Option<(String, String)> {
 /// makes for a StatefulSet or Job called `owner`. Looked up by name prefix, not by listing the
 /// namespace, which made every StatefulSet and Job event cost O(Pods in the namespace).
 pub(crate) fn owned_pods(sim: &Sim, ns: &str, owner: &str, uid: &Value) -> Vec<Arc<Value>> {
-    sim.cluster
-        .store
+    sim.backend
         .list_prefixed("/pods", ns, &format!("{owner}-"))
         .into_iter()
         .filter(|p| {
@@ -130,61 +168,41 @@ pub(crate) fn ns_name(obj: &Value) -> (String, String) {
 }
 
 impl Sim {
-    fn opts(subresource: &str) -> WriteOpts {
-        WriteOpts {
-            field_manager: "devcluster-simulator".into(),
-            subresource: subresource.into(),
-            ..WriteOpts::default()
-        }
-    }
-
     /// One object.
     pub fn get(&self, key: &str, ns: &str, name: &str) -> Option<Arc<Value>> {
-        self.cluster.store.get(key, ns, name)
+        self.backend.get(key, ns, name)
     }
 
-    /// Objects of a resource in a namespace.
-    pub fn list(&self, key: &str, ns: &str) -> Vec<Arc<Value>> {
-        self.cluster.store.list(key, Some(ns)).0
+    /// Every object of a resource.
+    pub fn list_all(&self, key: &str) -> Vec<Arc<Value>> {
+        self.backend.list_all(key)
     }
 
     /// Creates an object (already existing is fine).
     pub fn create(&self, key: &str, obj: Value) {
-        if let Some(rt) = self.cluster.resource(key) {
-            let version = rt.preferred_version().to_string();
-            if let Err(e) = self
-                .cluster
-                .create(&rt, &version, None, obj, &Self::opts(""))
-                && e.code != 409
-            {
-                tracing::warn!(error = %e, key, "simulator create failed");
-            }
-        }
+        self.backend.create(key, obj);
     }
 
     /// Merge-patches an object, or its status with `subresource = "status"`.
     pub fn patch(&self, key: &str, ns: &str, name: &str, subresource: &str, body: &Value) {
-        if let Some(rt) = self.cluster.resource(key) {
-            let version = rt.preferred_version().to_string();
-            let bytes = body.to_string();
-            if let Err(e) = self.cluster.patch(
-                &rt,
-                &version,
-                ns,
-                name,
-                PatchType::Merge,
-                bytes.as_bytes(),
-                &Self::opts(subresource),
-            ) && e.code != 404
-            {
-                tracing::warn!(error = %e, key, name, "simulator patch failed");
-            }
-        }
+        self.backend.patch(key, ns, name, subresource, body);
     }
 
     /// Deletes an object (in the background).
     pub fn delete(&self, key: &str, ns: &str, name: &str) {
-        crate::gc::delete(&self.cluster, key, ns, name);
+        self.backend.delete(key, ns, name);
+    }
+
+    /// True the first time it is asked about `uid`: the caller schedules the object's change.
+    pub fn first_schedule(&self, uid: &Value) -> bool {
+        let Some(uid) = uid.as_str() else {
+            return true;
+        };
+        let mut scheduled = self.scheduled.lock().unwrap_or_else(|e| e.into_inner());
+        if scheduled.len() > 100_000 {
+            scheduled.clear();
+        }
+        scheduled.insert(uid.to_string())
     }
 
     /// A fresh pod IP.
@@ -208,8 +226,8 @@ impl Sim {
         });
     }
 
-    fn resync(self: &Arc<Self>) {
-        for (key, obj) in self.cluster.store.all_objects() {
+    fn resync(self: &Arc<Self>, cluster: &Cluster) {
+        for (key, obj) in cluster.store.all_objects() {
             let (ns, name) = ns_name(&obj);
             self.dispatch(&key, EventType::Added, &obj, &ns, &name);
         }
@@ -220,32 +238,48 @@ impl Sim {
         self.dispatch(&e.key, e.kind, &e.object, &ns, &name);
     }
 
-    fn dispatch(self: &Arc<Self>, key: &str, kind: EventType, obj: &Value, ns: &str, name: &str) {
+    pub(crate) fn dispatch(
+        self: &Arc<Self>,
+        key: &str,
+        kind: EventType,
+        obj: &Value,
+        ns: &str,
+        name: &str,
+    ) {
         let live = kind != EventType::Deleted && obj["metadata"].get("deletionTimestamp").is_none();
+        let controllers = self.controllers;
         match key {
-            "apps/statefulsets" if live => statefulset::reconcile(self, ns, name),
-            "batch/jobs" if live => job::reconcile(self, ns, name),
+            "apps/statefulsets" if live && controllers => statefulset::reconcile(self, ns, name),
+            "batch/jobs" if live && controllers => job::reconcile(self, ns, name),
             "/pods" => {
-                if kind == EventType::Added {
+                // The kubelet's part: every live Pod still Pending starts (once).
+                if live {
                     workloads::start_pod(self, obj);
                 }
                 match controller_of(obj) {
-                    Some((k, owner)) if k == "StatefulSet" => {
+                    Some((k, owner)) if k == "StatefulSet" && controllers => {
                         statefulset::reconcile(self, ns, &owner)
                     }
-                    Some((k, owner)) if k == "Job" => job::reconcile(self, ns, &owner),
+                    Some((k, owner)) if k == "Job" && controllers => {
+                        job::reconcile(self, ns, &owner)
+                    }
                     _ => {}
                 }
             }
-            "apps/deployments" if live => workloads::deployment(self, obj),
-            "/persistentvolumeclaims" if kind == EventType::Added => {
-                workloads::bind_claim(self, obj)
+            "apps/deployments" if live && controllers => workloads::deployment(self, obj),
+            "/persistentvolumeclaims" if live => workloads::bind_claim(self, obj),
+            "/services" if kind == EventType::Added && controllers => {
+                workloads::assign_cluster_ip(self, obj)
             }
-            "/services" if kind == EventType::Added => workloads::assign_cluster_ip(self, obj),
-            "snapshot.storage.k8s.io/volumesnapshots" if kind == EventType::Added => {
-                workloads::snapshot(self, obj)
-            }
+            "snapshot.storage.k8s.io/volumesnapshots" if live => workloads::snapshot(self, obj),
             _ => {}
+        }
+    }
+
+    /// The CronJob clock, when the simulator plays the controllers.
+    fn tick(self: &Arc<Self>) {
+        if self.controllers {
+            cronjob::tick(self);
         }
     }
 }

@@ -12,8 +12,19 @@ pub(super) fn start_pod(sim: &Arc<Sim>, pod: &Value) {
     }
     let (ns, name) = ns_name(pod);
     let uid = pod["metadata"]["uid"].clone();
-    let of_job = controller_of(pod).is_some_and(|(k, _)| k == "Job");
-    let fail = marked_to_fail(&pod["metadata"]);
+    if !sim.first_schedule(&uid) {
+        return;
+    }
+    let job = controller_of(pod)
+        .filter(|(k, _)| k == "Job")
+        .map(|(_, j)| j);
+    let of_job = job.is_some();
+    // The fail annotation on the Pod, or on its Job (a real Job controller copies only the
+    // template's annotations to the Pod).
+    let fail = marked_to_fail(&pod["metadata"])
+        || job
+            .and_then(|j| sim.get("batch/jobs", &ns, &j))
+            .is_some_and(|j| marked_to_fail(&j["metadata"]));
     let containers: Vec<Value> = pod["spec"]["containers"]
         .as_array()
         .cloned()
@@ -76,7 +87,7 @@ pub(super) fn deployment(sim: &Arc<Sim>, d: &Value) {
 
 /// A PVC is Bound at once, with the requested capacity.
 pub(super) fn bind_claim(sim: &Arc<Sim>, pvc: &Value) {
-    if pvc["status"]["phase"] == "Bound" {
+    if pvc["status"]["phase"] == "Bound" || !sim.first_schedule(&pvc["metadata"]["uid"]) {
         return;
     }
     let (ns, name) = ns_name(pvc);
@@ -104,7 +115,7 @@ pub(super) fn assign_cluster_ip(sim: &Arc<Sim>, svc: &Value) {
 
 /// A VolumeSnapshot is ready to use after the delay, or reports an error when annotated to fail.
 pub(super) fn snapshot(sim: &Arc<Sim>, vs: &Value) {
-    if vs["status"]["readyToUse"] == true {
+    if vs["status"]["readyToUse"] == true || !sim.first_schedule(&vs["metadata"]["uid"]) {
         return;
     }
     let (ns, name) = ns_name(vs);

@@ -4,8 +4,13 @@
 //! The cluster is the devcluster, or, with `WINDLASS_TEST_CLUSTER=real`, a real control plane
 //! (etcd, kube-apiserver, kube-controller-manager built from source: `windlass_kubeplane`) of
 //! the test's own, so the same tests run against both. A test that needs what only the
-//! devcluster has (injected API faults) says so and skips on the real one.
+//! devcluster has (injected API faults) says so and skips on the real one. On the real one the
+//! devcluster's workload simulator runs over the API (`simulator::remote`): Pods become
+//! Running and Ready, Job Pods finish, claims bind and snapshots become ready; the real
+//! controllers do the rest.
 #![allow(dead_code)]
+
+pub mod tools;
 
 use std::{future::Future, time::Duration};
 
@@ -55,8 +60,17 @@ pub async fn eventually<T, F: Future<Output = Option<T>>>(
 pub enum Cluster {
     /// The embedded devcluster.
     Dev(DevCluster),
-    /// A real control plane of the test's own.
-    Real(ControlPlane),
+    /// A real control plane of the test's own, with the workload simulator playing the
+    /// kubelet over its API (dropped with it).
+    Real(ControlPlane, tokio::task::JoinHandle<()>),
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Cluster::Real(_, simulator) = self {
+            simulator.abort();
+        }
+    }
 }
 
 /// Whether the end-to-end tests run against a real control plane (`WINDLASS_TEST_CLUSTER=real`).
@@ -116,7 +130,11 @@ impl Env {
                 .await
                 .expect("the real control plane starts");
             let client = plane.client().await.expect("a client");
-            (Cluster::Real(plane), client)
+            let simulator = tokio::spawn(windlass_devcluster::simulator::remote::run(
+                client.clone(),
+                windlass_devcluster::simulator::Config::from(&Options::default()),
+            ));
+            (Cluster::Real(plane, simulator), client)
         } else {
             let dev = DevCluster::start(Options::default())
                 .await
@@ -163,7 +181,7 @@ impl Env {
     pub fn dev(&self) -> Option<&DevCluster> {
         match &self.cluster {
             Cluster::Dev(dev) => Some(dev),
-            Cluster::Real(_) => None,
+            Cluster::Real(..) => None,
         }
     }
 

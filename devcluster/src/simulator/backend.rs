@@ -1,0 +1,89 @@
+//! How the simulator reaches a cluster: reads (from the store, or from watch caches) and writes
+//! (through the API layer, or over HTTP). Writes are fire-and-forget, as a kubelet's status
+//! updates are: a failed one is logged, and the next event retries.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::api::{Cluster, WriteOpts};
+use crate::patch::PatchType;
+
+/// Reads and writes by resource key (`/pods`, `apps/statefulsets`,
+/// `snapshot.storage.k8s.io/volumesnapshots`, …).
+pub(crate) trait Backend: Send + Sync + 'static {
+    /// One object.
+    fn get(&self, key: &str, ns: &str, name: &str) -> Option<Arc<Value>>;
+    /// Every object of a resource.
+    fn list_all(&self, key: &str) -> Vec<Arc<Value>>;
+    /// The objects of a resource in `ns` whose names start with `prefix`.
+    fn list_prefixed(&self, key: &str, ns: &str, prefix: &str) -> Vec<Arc<Value>>;
+    /// Creates an object (one that exists already is fine).
+    fn create(&self, key: &str, obj: Value);
+    /// Merge-patches an object, or its status with `subresource = "status"`.
+    fn patch(&self, key: &str, ns: &str, name: &str, subresource: &str, body: &Value);
+    /// Deletes an object (in the background).
+    fn delete(&self, key: &str, ns: &str, name: &str);
+}
+
+/// Inside the devcluster: the store, and the API layer every client's write goes through
+/// (field manager `devcluster-simulator`, no injected faults).
+pub(crate) struct InProcess {
+    pub cluster: Arc<Cluster>,
+}
+
+fn opts(subresource: &str) -> WriteOpts {
+    WriteOpts {
+        field_manager: "devcluster-simulator".into(),
+        subresource: subresource.into(),
+        ..WriteOpts::default()
+    }
+}
+
+impl Backend for InProcess {
+    fn get(&self, key: &str, ns: &str, name: &str) -> Option<Arc<Value>> {
+        self.cluster.store.get(key, ns, name)
+    }
+
+    fn list_all(&self, key: &str) -> Vec<Arc<Value>> {
+        self.cluster.store.list(key, None).0
+    }
+
+    fn list_prefixed(&self, key: &str, ns: &str, prefix: &str) -> Vec<Arc<Value>> {
+        self.cluster.store.list_prefixed(key, ns, prefix)
+    }
+
+    fn create(&self, key: &str, obj: Value) {
+        if let Some(rt) = self.cluster.resource(key) {
+            let version = rt.preferred_version().to_string();
+            if let Err(e) = self.cluster.create(&rt, &version, None, obj, &opts(""))
+                && e.code != 409
+            {
+                tracing::warn!(error = %e, key, "simulator create failed");
+            }
+        }
+    }
+
+    fn patch(&self, key: &str, ns: &str, name: &str, subresource: &str, body: &Value) {
+        if let Some(rt) = self.cluster.resource(key) {
+            let version = rt.preferred_version().to_string();
+            let bytes = body.to_string();
+            if let Err(e) = self.cluster.patch(
+                &rt,
+                &version,
+                ns,
+                name,
+                PatchType::Merge,
+                bytes.as_bytes(),
+                &opts(subresource),
+            ) && e.code != 404
+            {
+                tracing::warn!(error = %e, key, name, "simulator patch failed");
+            }
+        }
+    }
+
+    fn delete(&self, key: &str, ns: &str, name: &str) {
+        crate::gc::delete(&self.cluster, key, ns, name);
+    }
+}

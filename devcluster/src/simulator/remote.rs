@@ -1,0 +1,264 @@
+//! The simulator against any API server, over HTTP, like kwok: for a control plane without
+//! nodes (kube-apiserver and kube-controller-manager built from source, in the tests), it plays
+//! the kubelet (Pods Running and Ready after the delay; a Job's Pods Succeeded, or Failed with
+//! [`crate::FAIL_ANNOTATION`] on the Pod or its Job), volume binding (claims Bound) and the
+//! snapshot controller (VolumeSnapshots ready, or failed when annotated). The StatefulSet, Job
+//! and CronJob controllers are the real ones there, and the API server allocates Service IPs,
+//! so the simulator leaves those alone.
+//!
+//! It reads from watch caches it keeps itself (one watch per resource, restarted with backoff;
+//! a resource that is not served yet, such as VolumeSnapshots before their CRD, is retried) and
+//! writes with merge patches under the field manager `devcluster-simulator`.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, RwLock},
+};
+
+use futures::StreamExt;
+use kube::{
+    Api, Client,
+    api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams},
+    core::{ApiResource, GroupVersionKind},
+    runtime::{WatchStreamExt, watcher},
+};
+use serde_json::Value;
+
+use super::{Config, Sim, backend::Backend, ns_name};
+use crate::store::EventType;
+
+/// What the simulator watches on a real control plane: (key, group, version, kind, plural).
+/// Jobs are read for their fail annotation only.
+const WATCHED: &[(&str, &str, &str, &str, &str)] = &[
+    ("/pods", "", "v1", "Pod", "pods"),
+    (
+        "/persistentvolumeclaims",
+        "",
+        "v1",
+        "PersistentVolumeClaim",
+        "persistentvolumeclaims",
+    ),
+    ("batch/jobs", "batch", "v1", "Job", "jobs"),
+    (
+        "snapshot.storage.k8s.io/volumesnapshots",
+        "snapshot.storage.k8s.io",
+        "v1",
+        "VolumeSnapshot",
+        "volumesnapshots",
+    ),
+];
+
+const FIELD_MANAGER: &str = "devcluster-simulator";
+
+type Objects = HashMap<(String, String), Arc<Value>>;
+
+/// Watch caches and an API client.
+struct Remote {
+    client: Client,
+    resources: HashMap<&'static str, ApiResource>,
+    caches: RwLock<HashMap<&'static str, Objects>>,
+}
+
+impl Remote {
+    fn api(&self, key: &str, ns: &str) -> Option<Api<DynamicObject>> {
+        let ar = self.resources.get(key)?;
+        Some(if ns.is_empty() {
+            Api::all_with(self.client.clone(), ar)
+        } else {
+            Api::namespaced_with(self.client.clone(), ns, ar)
+        })
+    }
+
+    fn objects(&self, key: &str) -> Vec<Arc<Value>> {
+        let caches = self.caches.read().unwrap_or_else(|e| e.into_inner());
+        caches
+            .get(key)
+            .map(|objects| objects.values().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+impl Backend for Remote {
+    fn get(&self, key: &str, ns: &str, name: &str) -> Option<Arc<Value>> {
+        let caches = self.caches.read().unwrap_or_else(|e| e.into_inner());
+        caches
+            .get(key)?
+            .get(&(ns.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    fn list_all(&self, key: &str) -> Vec<Arc<Value>> {
+        self.objects(key)
+    }
+
+    fn list_prefixed(&self, key: &str, ns: &str, prefix: &str) -> Vec<Arc<Value>> {
+        let caches = self.caches.read().unwrap_or_else(|e| e.into_inner());
+        caches
+            .get(key)
+            .into_iter()
+            .flat_map(|objects| objects.iter())
+            .filter(|((n, name), _)| n == ns && name.starts_with(prefix))
+            .map(|(_, o)| o.clone())
+            .collect()
+    }
+
+    fn create(&self, key: &str, obj: Value) {
+        let (ns, _) = ns_name(&obj);
+        let Some(api) = self.api(key, &ns) else {
+            return;
+        };
+        let key = key.to_string();
+        tokio::spawn(async move {
+            let Ok(obj) = serde_json::from_value::<DynamicObject>(obj) else {
+                return;
+            };
+            let params = PostParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..PostParams::default()
+            };
+            match api.create(&params, &obj).await {
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) => tracing::warn!(error = %e, key, "simulator create failed"),
+                Ok(_) => {}
+            }
+        });
+    }
+
+    fn patch(&self, key: &str, ns: &str, name: &str, subresource: &str, body: &Value) {
+        let Some(api) = self.api(key, ns) else {
+            return;
+        };
+        let (key, name, status, body) = (
+            key.to_string(),
+            name.to_string(),
+            subresource == "status",
+            body.clone(),
+        );
+        tokio::spawn(async move {
+            let params = PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..PatchParams::default()
+            };
+            let patch = Patch::Merge(&body);
+            let result = if status {
+                api.patch_status(&name, &params, &patch).await
+            } else {
+                api.patch(&name, &params, &patch).await
+            };
+            match result {
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => tracing::warn!(error = %e, key, name, "simulator patch failed"),
+                Ok(_) => {}
+            }
+        });
+    }
+
+    fn delete(&self, key: &str, ns: &str, name: &str) {
+        let Some(api) = self.api(key, ns) else {
+            return;
+        };
+        let (key, name) = (key.to_string(), name.to_string());
+        tokio::spawn(async move {
+            match api.delete(&name, &DeleteParams::background()).await {
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => tracing::warn!(error = %e, key, name, "simulator delete failed"),
+                Ok(_) => {}
+            }
+        });
+    }
+}
+
+/// Runs the simulator against the API server `client` talks to, until the task is dropped.
+/// Only the kubelet's, volume binding's and snapshot controller's parts (see the module docs).
+pub async fn run(client: Client, config: Config) {
+    let resources: HashMap<&'static str, ApiResource> = WATCHED
+        .iter()
+        .map(|(key, group, version, kind, plural)| {
+            let gvk = GroupVersionKind::gvk(group, version, kind);
+            (*key, ApiResource::from_gvk_with_plural(&gvk, plural))
+        })
+        .collect();
+    let remote = Arc::new(Remote {
+        client,
+        resources,
+        caches: RwLock::new(HashMap::new()),
+    });
+    let sim = Sim::new(remote.clone(), config, false);
+    let watches = WATCHED.iter().map(|(key, ..)| {
+        let remote = remote.clone();
+        let sim = sim.clone();
+        async move { watch(key, &remote, &sim).await }
+    });
+    futures::future::join_all(watches).await;
+}
+
+/// Keeps the cache of one resource and hands every change to the simulator. A re-list (after a
+/// lost watch) replaces the cache when it is complete.
+async fn watch(key: &'static str, remote: &Remote, sim: &Arc<Sim>) {
+    let Some(api) = remote.api(key, "") else {
+        return;
+    };
+    let mut events = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut relist: Option<Objects> = None;
+    while let Some(event) = events.next().await {
+        let event = match event {
+            Ok(event) => event,
+            Err(e) => {
+                tracing::debug!(error = %e, key, "simulator watch");
+                continue;
+            }
+        };
+        let (object, kind) = match event {
+            watcher::Event::Init => {
+                relist = Some(Objects::new());
+                continue;
+            }
+            watcher::Event::InitDone => {
+                if let Some(objects) = relist.take() {
+                    let listed: Vec<Arc<Value>> = objects.values().cloned().collect();
+                    remote
+                        .caches
+                        .write()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(key, objects);
+                    for object in listed {
+                        let (ns, name) = ns_name(&object);
+                        sim.dispatch(key, EventType::Modified, &object, &ns, &name);
+                    }
+                }
+                continue;
+            }
+            watcher::Event::InitApply(o) | watcher::Event::Apply(o) => (o, EventType::Modified),
+            watcher::Event::Delete(o) => (o, EventType::Deleted),
+        };
+        let Ok(value) = serde_json::to_value(&object) else {
+            continue;
+        };
+        let (ns, name) = ns_name(&value);
+        let value = Arc::new(value);
+        {
+            let id = (ns.clone(), name.clone());
+            match &mut relist {
+                Some(objects) if kind != EventType::Deleted => {
+                    objects.insert(id, value.clone());
+                }
+                _ => {
+                    let mut caches = remote.caches.write().unwrap_or_else(|e| e.into_inner());
+                    let objects = caches.entry(key).or_default();
+                    if kind == EventType::Deleted {
+                        objects.remove(&id);
+                    } else {
+                        objects.insert(id, value.clone());
+                    }
+                }
+            }
+        }
+        // Objects seen during a re-list are handed on once the cache holds them all (above): the
+        // simulator reads related objects (a Pod's Job) back from the cache.
+        if relist.is_none() {
+            sim.dispatch(key, kind, &value, &ns, &name);
+        }
+    }
+}
