@@ -1,7 +1,8 @@
 //! `windlass dev`: the embedded default. Starts the devcluster, installs the CRDs, loads the
 //! plugins from files into ConfigMaps with a WasmPlugin each (a plugin too big for a ConfigMap,
 //! like the ~18 MB Python one, through a `file` source instead), applies the example manifests
-//! and runs the operator against it all.
+//! and runs the operator against it all. [`start_on`] does the same on a cluster that exists
+//! (a real control plane), without the devcluster.
 
 use std::{path::PathBuf, time::Duration};
 
@@ -48,16 +49,27 @@ pub struct DevConfig {
 }
 
 /// A running `windlass dev`.
-#[derive(Debug)]
 pub struct Dev {
-    /// The devcluster.
-    pub cluster: DevCluster,
+    /// The devcluster, or None on a cluster that existed before ([`start_on`]).
+    pub cluster: Option<DevCluster>,
+    /// A client of the cluster (the devcluster's admin, or the one given to [`start_on`]).
+    pub client: Client,
     /// The operator.
     pub operator: operator::Handle,
     /// The parents applied from the manifests: (api resource, namespace, name).
     pub parents: Vec<(kube::discovery::ApiResource, String, String)>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Dev {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dev")
+            .field("cluster", &self.cluster)
+            .field("operator", &self.operator)
+            .field("parents", &self.parents)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Starts everything.
@@ -75,6 +87,23 @@ pub async fn start(config: DevConfig) -> Result<Dev> {
         .write_kubeconfig(&config.kubeconfig)
         .with_context(|| format!("writing {}", config.kubeconfig.display()))?;
     let client = cluster.client();
+    install(Some(cluster), client, config).await
+}
+
+/// Everything [`start`] does but the devcluster, on the cluster `client` talks to (its
+/// `port`, `kubeconfig` and `cron_speedup` are not used). Nothing plays the kubelet there
+/// unless the caller runs one (`windlass_devcluster::simulator::remote`).
+///
+/// # Errors
+/// Any step's error, naming the file or object.
+pub async fn start_on(client: Client, config: DevConfig) -> Result<Dev> {
+    install(None, client, config).await
+}
+
+/// How long a new CRD may take to be served.
+const CRD_ESTABLISHED_TIMEOUT: Duration = Duration::from_secs(30);
+
+async fn install(cluster: Option<DevCluster>, client: Client, config: DevConfig) -> Result<Dev> {
     let apply = PatchParams::apply("windlass-dev").force();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in crate::crd::all() {
@@ -82,6 +111,26 @@ pub async fn start(config: DevConfig) -> Result<Dev> {
         crds.patch(&name, &apply, &Patch::Apply(&crd))
             .await
             .with_context(|| format!("installing CRD {name}"))?;
+    }
+    // A real API server serves a new kind only once its CRD is Established.
+    for crd in crate::crd::all() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let deadline = tokio::time::Instant::now() + CRD_ESTABLISHED_TIMEOUT;
+        loop {
+            let established = crds.get(&name).await?.status.is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .flatten()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+            });
+            if established {
+                break;
+            }
+            if tokio::time::Instant::now() > deadline {
+                bail!("CRD {name} is not Established after {CRD_ESTABLISHED_TIMEOUT:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": SYSTEM_NAMESPACE}}))?;
@@ -137,6 +186,7 @@ pub async fn start(config: DevConfig) -> Result<Dev> {
     }
     Ok(Dev {
         cluster,
+        client,
         operator,
         parents,
         stop,
@@ -264,7 +314,7 @@ impl Dev {
     /// When `timeout` passes first, naming the parents that are not reconciled and why.
     pub async fn wait_reconciled(&self, timeout: Duration) -> Result<()> {
         let deadline = tokio::time::Instant::now() + timeout;
-        let client = self.cluster.client();
+        let client = self.client.clone();
         loop {
             let mut waiting = Vec::new();
             for (ar, ns, name) in &self.parents {
@@ -296,10 +346,12 @@ impl Dev {
         }
     }
 
-    /// Stops the operator and the devcluster.
+    /// Stops the operator and the devcluster (a cluster given to [`start_on`] keeps running).
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
         let _ = self.task.await;
-        self.cluster.shutdown().await;
+        if let Some(cluster) = self.cluster {
+            cluster.shutdown().await;
+        }
     }
 }

@@ -85,6 +85,16 @@ struct DevArgs {
     /// Exit 0 once every example parent is reconciled (exit 1 after a minute): for tests.
     #[arg(long, hide = true)]
     exit_when_reconciled: bool,
+    /// Run on the cluster of this kubeconfig instead of the embedded devcluster (for example
+    /// the real control plane of `tools/kube/up.sh`); `--port`, `--kubeconfig-out` and
+    /// `--cron-speedup` do not apply.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// With `--kubeconfig`: play the kubelet, volume binding and the snapshot controller over
+    /// the API, for a control plane without nodes (the devcluster's workload simulator); the
+    /// snapshot API's CRDs are created if the cluster has none.
+    #[arg(long, requires = "kubeconfig")]
+    simulate_workloads: bool,
 }
 
 /// The SampleDB plugins `windlass dev` loads by default, in pipeline order, where
@@ -483,12 +493,37 @@ async fn run_dev(cli: &Cli, args: &DevArgs) -> Result<()> {
         },
         cron_speedup: args.cron_speedup,
     };
-    let dev = windlass::dev::start(config).await?;
-    let kubeconfig = args.kubeconfig_out.display();
-    println!(
-        "windlass dev: the devcluster is at {} with the operator running",
-        dev.cluster.base_url()
-    );
+    let mut simulator = None;
+    let dev = match &args.kubeconfig {
+        None => windlass::dev::start(config).await?,
+        Some(path) => {
+            let client = kube_client(Some(path)).await?;
+            if args.simulate_workloads {
+                windlass_devcluster::simulator::remote::install_snapshot_api(&client)
+                    .await
+                    .map_err(anyhow::Error::msg)?;
+                simulator = Some(tokio::spawn(windlass_devcluster::simulator::remote::run(
+                    client.clone(),
+                    windlass_devcluster::simulator::Config::from(
+                        &windlass_devcluster::Options::default(),
+                    ),
+                )));
+            }
+            windlass::dev::start_on(client, config).await?
+        }
+    };
+    let kubeconfig = args.kubeconfig.as_ref().unwrap_or(&args.kubeconfig_out);
+    match &dev.cluster {
+        Some(cluster) => println!(
+            "windlass dev: the devcluster is at {} with the operator running",
+            cluster.base_url()
+        ),
+        None => println!(
+            "windlass dev: the operator runs on the cluster of {}",
+            kubeconfig.display()
+        ),
+    }
+    let kubeconfig = kubeconfig.display();
     println!();
     println!("  export KUBECONFIG={kubeconfig}");
     println!("  kubectl get wasmplugins               # the plugins and the version each serves");
@@ -502,6 +537,9 @@ async fn run_dev(cli: &Cli, args: &DevArgs) -> Result<()> {
     if args.exit_when_reconciled {
         let result = dev.wait_reconciled(Duration::from_secs(60)).await;
         dev.shutdown().await;
+        if let Some(simulator) = &simulator {
+            simulator.abort();
+        }
         result?;
         println!("every example parent is reconciled");
         return Ok(());
@@ -509,6 +547,9 @@ async fn run_dev(cli: &Cli, args: &DevArgs) -> Result<()> {
     println!("Ctrl-C stops it.");
     stop_signal().await;
     dev.shutdown().await;
+    if let Some(simulator) = &simulator {
+        simulator.abort();
+    }
     Ok(())
 }
 

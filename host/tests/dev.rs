@@ -35,3 +35,52 @@ fn windlass_dev_reconciles_the_example_sampledb_on_the_embedded_devcluster() {
     let written = std::fs::read_to_string(&kubeconfig).unwrap();
     assert!(written.contains("server: http://127.0.0.1:"), "{written}");
 }
+
+/// The same walkthrough on a real control plane (etcd, kube-apiserver, kube-controller-manager
+/// built from source): `windlass dev --kubeconfig FILE --simulate-workloads` installs the CRDs,
+/// the snapshot API and the plugins there, plays the kubelet over the API and reconciles the
+/// examples; the control plane outlives it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn windlass_dev_reconciles_the_example_sampledb_on_a_real_control_plane() {
+    let plane = windlass_kubeplane::ControlPlane::start()
+        .await
+        .expect("the control plane starts");
+    let kubeconfig = plane.kubeconfig().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_windlass"))
+            .args([
+                "dev",
+                "--admin-addr",
+                "127.0.0.1:0",
+                "--exit-when-reconciled",
+            ])
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .arg("--simulate-workloads")
+            .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap())
+            .output()
+            .expect("windlass dev runs")
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        stdout.contains("every example parent is reconciled"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("the operator runs on the cluster of"),
+        "{stdout}"
+    );
+    // The SampleDB is there after `windlass dev` stopped: the cluster was not its own.
+    let client = plane.client().await.unwrap();
+    let gvk = kube::core::GroupVersionKind::gvk("samples.windlass.dev", "v1alpha1", "SampleDB");
+    let sdbs: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        client,
+        "default",
+        &kube::core::ApiResource::from_gvk_with_plural(&gvk, "sampledbs"),
+    );
+    assert!(sdbs.get("example-database").await.is_ok());
+}

@@ -4,8 +4,9 @@
 //! ServiceAccount (a TokenRequest), so every request the host makes goes through the chart's
 //! RBAC. A SampleDB in a namespace that enforces the `restricted` Pod Security level gets its
 //! children, the real StatefulSet controller gets its Pods past admission, the database
-//! becomes Ready (the workload simulator plays the kubelet over the API), and the host's log
-//! holds no `forbidden`. Then `kubectl auth can-i --as` the ServiceAccount: what the host can and
+//! becomes Ready (the workload simulator plays the kubelet over the API), is upgraded (backup
+//! and upgrade Jobs, a rolling StatefulSet) and deleted (a snapshot of each volume before the
+//! volumes go), and the host's log holds no `forbidden`. Then `kubectl auth can-i --as` the ServiceAccount: what the host can and
 //! cannot do (the table in docs/INSTALL.md).
 //!
 //! The preset's Python and JavaScript plugins come from an OCI registry, which this test does
@@ -21,13 +22,14 @@ use k8s_openapi::api::{
     apps::v1::StatefulSet,
     authentication::v1::TokenRequest,
     batch::v1::CronJob,
-    core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount},
+    core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount},
 };
 use kube::{
     Api, ResourceExt,
-    api::{DynamicObject, PostParams},
+    api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams},
     core::{ApiResource, GroupVersionKind},
 };
+use serde_json::json;
 use windlass_kubeplane::ControlPlane;
 use windlass_test_guests as guests;
 
@@ -210,11 +212,10 @@ async fn the_chart_installed_on_a_real_api_server_runs_the_sampledb_operator_on_
     )
     .await;
     // The CSI snapshot API (a cluster has it with its snapshot controller).
-    let crds: String = windlass_kubeplane::snapshot_crds()
-        .iter()
-        .map(|c| format!("---\n{}\n", serde_yaml::to_string(c).unwrap()))
-        .collect();
-    k(args(&["apply", "-f", "-"]), Some(crds)).await;
+    let admin = plane.client().await.unwrap();
+    windlass_devcluster::simulator::remote::install_snapshot_api(&admin)
+        .await
+        .expect("the snapshot API installed");
     // The Rust plugins, in ConfigMaps the preset names.
     for (name, path) in [
         ("sampledb-storage", guests::STORAGE),
@@ -254,7 +255,6 @@ async fn the_chart_installed_on_a_real_api_server_runs_the_sampledb_operator_on_
     assert!(installed.contains("STATUS: deployed"), "{installed}");
 
     // No kubelet here: the devcluster's workload simulator plays it over the API.
-    let admin = plane.client().await.unwrap();
     let simulator = tokio::spawn(windlass_devcluster::simulator::remote::run(
         admin.clone(),
         windlass_devcluster::simulator::Config::from(&windlass_devcluster::Options::default()),
@@ -382,6 +382,60 @@ async fn the_chart_installed_on_a_real_api_server_runs_the_sampledb_operator_on_
     })
     .await;
     assert_eq!(ready["status"]["readyReplicas"], 3, "{ready}");
+
+    // An upgrade: the pre-upgrade backup and the upgrade Job, then the StatefulSet rolls.
+    sdbs.patch(
+        "example-database",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"version": "17.0"}})),
+    )
+    .await
+    .expect("SampleDB patched");
+    eventually("the SampleDB running 17.0", || async {
+        let sdb = serde_json::to_value(sdbs.get("example-database").await.ok()?).ok()?;
+        (sdb.pointer("/status/currentVersion")? == "17.0").then_some(())
+    })
+    .await;
+
+    // Deleted with `deletionPolicy: Snapshot`: a ready snapshot of each volume, then the
+    // volumes go.
+    sdbs.delete("example-database", &DeleteParams::default())
+        .await
+        .expect("SampleDB deleted");
+    eventually("the SampleDB gone after its finalize phase", || async {
+        sdbs.get_opt("example-database")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let snapshots: Api<DynamicObject> = Api::namespaced_with(
+        admin.clone(),
+        APP,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("snapshot.storage.k8s.io", "v1", "VolumeSnapshot"),
+            "volumesnapshots",
+        ),
+    );
+    for i in 0..3 {
+        let name = sampledb_api::names::final_snapshot(&format!("data-example-database-{i}"), &uid);
+        let snapshot = snapshots
+            .get(&name)
+            .await
+            .unwrap_or_else(|e| panic!("snapshot {name}: {e}"));
+        assert_eq!(snapshot.data["status"]["readyToUse"], true, "{name}");
+    }
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(admin.clone(), APP);
+    eventually("the data volumes gone", || async {
+        let left = claims.list(&ListParams::default()).await.ok()?;
+        (!left
+            .items
+            .iter()
+            .any(|c| c.name_any().starts_with("data-example-database-")))
+        .then_some(())
+    })
+    .await;
     simulator.abort();
 
     // Nothing the host asked for was forbidden.

@@ -92,7 +92,10 @@ pids=()
 names=()
 cleanup() {
     local rc=$? i pid deadline
-    trap - EXIT INT TERM
+    # A second Ctrl-C or SIGTERM (a supervisor that signals the process group, say) must not
+    # cut the cleanup short and leave a component running.
+    trap - EXIT
+    trap "" INT TERM
     for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
         pid=${pids[i]}
         kill -0 "$pid" 2>/dev/null || continue
@@ -270,6 +273,7 @@ api_ready=$(elapsed "$t_api")
 log "kube-apiserver ready at $server: /readyz ok ${api_ready}s after its start ($(elapsed "$t0")s after up.sh start)"
 
 # ------------------------------------------------ kube-controller-manager --
+# The same list as windlass_kubeplane::CONTROLLERS (kubeplane/src/lib.rs).
 controllers=(
     garbage-collector-controller
     namespace-controller
@@ -282,6 +286,9 @@ controllers=(
     statefulset-controller
     job-controller
     cronjob-controller
+    ttl-after-finished-controller
+    persistentvolumeclaim-protection-controller
+    disruption-controller
 )
 t_kcm=$(now)
 kcm_args=(

@@ -226,7 +226,7 @@ fn kube_dir(build: std::process::Child) -> Result<PathBuf> {
 }
 
 /// The end-to-end test files that run on real control planes too.
-const REAL_CLUSTER_TESTS: &[&str] = &["operator", "containment", "oci"];
+const REAL_CLUSTER_TESTS: &[&str] = &["operator", "containment", "oci", "sampledb"];
 
 fn ci() -> Result<()> {
     // The wasm target, rustfmt, the test registry, skopeo and helm, each only when missing.

@@ -22,7 +22,9 @@ use kube::{
     core::{ApiResource, GroupVersionKind},
     runtime::{WatchStreamExt, watcher},
 };
-use serde_json::Value;
+use serde_json::{Value, json};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 use super::{Config, Sim, backend::Backend, ns_name};
 use crate::store::EventType;
@@ -261,4 +263,82 @@ async fn watch(key: &'static str, remote: &Remote, sim: &Arc<Sim>) {
             sim.dispatch(key, kind, &value, &ns, &name);
         }
     }
+}
+
+/// CustomResourceDefinitions for the CSI snapshot API (`snapshot.storage.k8s.io/v1`:
+/// VolumeSnapshot, VolumeSnapshotContent, VolumeSnapshotClass), which a cluster gets with its
+/// snapshot controller and which kube-apiserver does not serve by itself; the simulator plays
+/// that controller. Their schemas keep unknown fields: enough to store and serve the objects,
+/// not the upstream validation.
+pub fn snapshot_crds() -> Vec<Value> {
+    [
+        ("VolumeSnapshot", "volumesnapshots", "Namespaced"),
+        ("VolumeSnapshotContent", "volumesnapshotcontents", "Cluster"),
+        ("VolumeSnapshotClass", "volumesnapshotclasses", "Cluster"),
+    ]
+    .into_iter()
+    .map(|(kind, plural, scope)| {
+        let status = if kind == "VolumeSnapshotClass" {
+            json!({})
+        } else {
+            json!({"status": {}})
+        };
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            // `*.k8s.io` groups need an approval annotation; "unapproved, …" is the accepted
+            // way to say this stand-in is not the reviewed upstream definition.
+            "metadata": {"name": format!("{plural}.snapshot.storage.k8s.io"),
+                "annotations": {"api-approved.kubernetes.io":
+                    "unapproved, a stand-in for the CSI snapshot CRDs"}},
+            "spec": {
+                "group": "snapshot.storage.k8s.io", "scope": scope,
+                "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(),
+                    "listKind": format!("{kind}List")},
+                "versions": [{"name": "v1", "served": true, "storage": true, "subresources": status,
+                    "schema": {"openAPIV3Schema": {"type": "object",
+                        "x-kubernetes-preserve-unknown-fields": true}}}],
+            },
+        })
+    })
+    .collect()
+}
+
+/// Creates [`snapshot_crds`] where the cluster has no CRD of that name yet (an existing one,
+/// such as the real snapshotter's, is left alone) and waits until each is Established.
+///
+/// # Errors
+/// A refused create, naming the CRD, or one not Established within 30 seconds.
+pub async fn install_snapshot_api(client: &Client) -> Result<(), String> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in snapshot_crds() {
+        let crd: CustomResourceDefinition =
+            serde_json::from_value(crd).map_err(|e| format!("snapshot CRD: {e}"))?;
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        match crds.create(&PostParams::default(), &crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(format!("creating CRD {name}: {e}")),
+        }
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let established = crds
+                .get(&name)
+                .await
+                .map_err(|e| format!("reading CRD {name}: {e}"))?
+                .status
+                .and_then(|s| s.conditions)
+                .is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                });
+            if established {
+                break;
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(format!("CRD {name} is not Established after 30s"));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+    Ok(())
 }
