@@ -6,6 +6,9 @@
 //! - An owner deleted with Foreground stays (with `deletionTimestamp`) until its dependents
 //!   are gone; with Orphan, its dependents lose the ownerReference and survive.
 //! - A terminating namespace is emptied, then removed.
+//! - A deleted CRD (Terminating, with `customresourcecleanup.apiextensions.k8s.io`) has its
+//!   objects deleted; once none is left (their finalizers cleared) it goes and stops being
+//!   served.
 
 use crate::api::{Cluster, DeleteOpts};
 use crate::store::Change;
@@ -189,8 +192,46 @@ pub fn sweep(cluster: &Cluster) -> bool {
         if key == "/namespaces" {
             changed |= terminate_namespace(cluster, &all, name);
         }
+        if fins.iter().any(|f| f == crate::api::CRD_CLEANUP)
+            && let Some(rt) = cluster.resource(key)
+            && crate::api::is_crd(&rt)
+        {
+            changed |= terminate_crd(cluster, &all, &rt, obj);
+        }
     }
     changed
+}
+
+/// Deletes a terminating CRD's objects; once none is left, drops its cleanup finalizer (and
+/// so the CRD, unless someone else's finalizer holds it) and stops serving the kind.
+fn terminate_crd(
+    cluster: &Cluster,
+    all: &[(String, Arc<Value>)],
+    crd_rt: &crate::resources::ResourceType,
+    crd: &Value,
+) -> bool {
+    let Ok(served) = crate::crd::resource_type(crd) else {
+        return false;
+    };
+    let key = served.key();
+    let objects: Vec<&(String, Arc<Value>)> = all.iter().filter(|(k, _)| *k == key).collect();
+    let mut did = false;
+    for (_, obj) in &objects {
+        if obj["metadata"].get("deletionTimestamp").is_none() {
+            let (_, ns, name) = id(obj);
+            delete(cluster, &key, ns, name);
+            did = true;
+        }
+    }
+    if objects.is_empty() {
+        let (_, _, name) = id(crd);
+        drop_finalizer(cluster, &crd_rt.key(), "", name, crate::api::CRD_CLEANUP);
+        if cluster.store.get(&crd_rt.key(), "", name).is_none() {
+            cluster.after_delete(crd_rt, crd);
+        }
+        did = true;
+    }
+    did
 }
 
 fn terminate_namespace(cluster: &Cluster, all: &[(String, Arc<Value>)], ns: &str) -> bool {

@@ -1,5 +1,9 @@
 //! kube-rs and kube-runtime against the devcluster over HTTP: CRUD, CRDs, server-side apply,
 //! status, patches, watchers, reflectors, a controller, finalizers and garbage collection.
+//! With `WINDLASS_TEST_CLUSTER=real` the same scenarios run against a real kube-apiserver
+//! (`server`), which is how docs/DEVCLUSTER.md's fidelity table is measured.
+
+mod server;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -12,17 +16,12 @@ use kube::api::{
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use serde_json::{Value, json};
+use server::Server;
 use std::sync::Arc;
 use std::time::Duration;
-use windlass_devcluster::{DevCluster, Options};
 
-async fn start() -> DevCluster {
-    DevCluster::start(Options {
-        simulator: false,
-        ..Options::default()
-    })
-    .await
-    .expect("devcluster starts")
+async fn start() -> Server {
+    Server::start().await
 }
 
 fn cm(name: &str, labels: Value) -> ConfigMap {
@@ -51,6 +50,24 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("timed out waiting for: {what}");
+}
+
+/// Waits until a CRD is Established: a real API server serves its kind only then (a moment
+/// after the create); the devcluster at once.
+async fn established(crds: &Api<CustomResourceDefinition>, name: &str) {
+    eventually(&format!("CRD {name} established"), || async {
+        crds.get(name)
+            .await
+            .ok()
+            .and_then(|c| c.status)
+            .is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .flatten()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+            })
+    })
+    .await;
 }
 
 fn widget_crd() -> CustomResourceDefinition {
@@ -145,19 +162,21 @@ async fn configmaps_go_through_create_get_list_update_and_delete() {
 async fn lists_page_with_limit_and_continue() {
     let dc = start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    // Labelled: a real cluster's namespaces hold a ConfigMap of their own (kube-root-ca.crt).
     for i in 0..7 {
-        api.create(&PostParams::default(), &cm(&format!("cm-{i}"), json!({})))
-            .await
-            .expect("create");
-    }
-    let first = api
-        .list(&ListParams::default().limit(3))
+        api.create(
+            &PostParams::default(),
+            &cm(&format!("cm-{i}"), json!({"suite": "paging"})),
+        )
         .await
-        .expect("page 1");
+        .expect("create");
+    }
+    let mine = || ListParams::default().labels("suite=paging");
+    let first = api.list(&mine().limit(3)).await.expect("page 1");
     assert_eq!(first.items.len(), 3);
     let token = first.metadata.continue_.clone().expect("continue token");
     let second = api
-        .list(&ListParams::default().limit(10).continue_token(&token))
+        .list(&mine().limit(10).continue_token(&token))
         .await
         .expect("page 2");
     assert_eq!(second.items.len(), 4);
@@ -173,6 +192,7 @@ async fn a_crd_serves_its_kind_validates_it_and_stops_serving_when_deleted() {
     crds.create(&PostParams::default(), &widget_crd())
         .await
         .expect("crd");
+    established(&crds, "widgets.test.windlass.dev").await;
     let discovery = kube::Discovery::new(dc.client())
         .run()
         .await
@@ -200,13 +220,73 @@ async fn a_crd_serves_its_kind_validates_it_and_stops_serving_when_deleted() {
         }
         other => panic!("unexpected {other:?}"),
     }
+    // Deleting the CRD: it stays Terminating while an object of its kind has a finalizer,
+    // refuses new objects, and goes (and stops serving) once that finalizer is removed.
+    widgets
+        .patch(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": ["test.windlass.dev/hold"]}})),
+        )
+        .await
+        .expect("finalizer added");
     crds.delete("widgets.test.windlass.dev", &DeleteParams::default())
         .await
         .expect("delete crd");
-    assert_eq!(
-        code(widgets.get("w1").await.expect_err("no longer served")),
-        404
+    eventually("w1 marked for deletion", || async {
+        widgets
+            .get("w1")
+            .await
+            .is_ok_and(|w| w.metadata.deletion_timestamp.is_some())
+    })
+    .await;
+    let crd = crds
+        .get("widgets.test.windlass.dev")
+        .await
+        .expect("the CRD is kept while w1 has a finalizer");
+    assert!(crd.metadata.deletion_timestamp.is_some());
+    assert!(
+        crd.metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == "customresourcecleanup.apiextensions.k8s.io"),
+        "{:?}",
+        crd.metadata.finalizers
     );
+    let refused = widgets
+        .create(&PostParams::default(), &widget("w3", 1))
+        .await
+        .expect_err("no new objects while the CRD terminates");
+    let kube::Error::Api(refused) = refused else {
+        panic!("expected an API error, got {refused}")
+    };
+    assert_eq!(refused.code, 403, "{}", refused.message);
+    assert!(
+        refused
+            .message
+            .contains("create not allowed while custom resource definition is terminating"),
+        "{}",
+        refused.message
+    );
+    widgets
+        .patch(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .expect("finalizer removed");
+    eventually("the CRD gone", || async {
+        crds.get_opt("widgets.test.windlass.dev")
+            .await
+            .is_ok_and(|c| c.is_none())
+    })
+    .await;
+    eventually("the kind no longer served", || async {
+        matches!(widgets.get("w1").await, Err(kube::Error::Api(s)) if s.code == 404)
+    })
+    .await;
     dc.shutdown().await;
 }
 
@@ -270,6 +350,7 @@ async fn status_is_written_apart_from_spec_and_only_spec_bumps_generation() {
     crds.create(&PostParams::default(), &widget_crd())
         .await
         .expect("crd");
+    established(&crds, "widgets.test.windlass.dev").await;
     let widgets = widget_api(dc.client());
     let mut w = widget("s", 1);
     w.data["status"] = json!({"phase": "ignored on create"});
@@ -386,7 +467,7 @@ async fn a_finalizer_keeps_the_object_until_it_is_removed() {
     dc.shutdown().await;
 }
 
-async fn owner_and_dependent(dc: &DevCluster) -> (Api<ConfigMap>, String) {
+async fn owner_and_dependent(dc: &Server) -> (Api<ConfigMap>, String) {
     let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
     let owner = api
         .create(&PostParams::default(), &cm("owner", json!({})))
@@ -484,13 +565,17 @@ async fn orphan_deletion_leaves_dependents_without_the_owner_reference() {
 async fn a_reflector_follows_changes_and_relists_after_410_gone() {
     let dc = start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
-    api.create(&PostParams::default(), &cm("before", json!({})))
+    let mine = json!({"suite": "reflector"});
+    api.create(&PostParams::default(), &cm("before", mine.clone()))
         .await
         .expect("create");
     let (reader, writer) = reflector::store::<ConfigMap>();
     let inits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counted = inits.clone();
-    let stream = watcher(api.clone(), watcher::Config::default().any_semantic())
+    let config = watcher::Config::default()
+        .any_semantic()
+        .labels("suite=reflector");
+    let stream = watcher(api.clone(), config)
         .inspect(move |e| {
             if matches!(e, Ok(watcher::Event::Init)) {
                 counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -501,7 +586,7 @@ async fn a_reflector_follows_changes_and_relists_after_410_gone() {
         .applied_objects();
     let task = tokio::spawn(async move { stream.for_each(|_| async {}).await });
     reader.wait_until_ready().await.expect("ready");
-    api.create(&PostParams::default(), &cm("during", json!({})))
+    api.create(&PostParams::default(), &cm("during", mine.clone()))
         .await
         .expect("create");
     eventually("reflector sees 'during'", || async {
@@ -516,9 +601,14 @@ async fn a_reflector_follows_changes_and_relists_after_410_gone() {
         .create(&PostParams::default(), &cm("unseen", json!({})))
         .await
         .expect("create elsewhere");
-    dc.compact();
-    dc.faults().restart();
-    api.create(&PostParams::default(), &cm("after", json!({})))
+    let Some(dev) = dc.dev("the re-list after 410 Gone") else {
+        task.abort();
+        dc.shutdown().await;
+        return;
+    };
+    dev.compact();
+    dev.faults().restart();
+    api.create(&PostParams::default(), &cm("after", mine.clone()))
         .await
         .expect("create");
     api.delete("before", &DeleteParams::default())
@@ -592,14 +682,16 @@ async fn watches_start_from_a_resource_version_and_end_at_their_timeout() {
     let dc = start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
     let first = api
-        .create(&PostParams::default(), &cm("w1", json!({})))
+        .create(&PostParams::default(), &cm("w1", json!({"suite": "watch"})))
         .await
         .expect("create");
     let rv = first.metadata.resource_version.clone().expect("rv");
-    api.create(&PostParams::default(), &cm("w2", json!({})))
+    api.create(&PostParams::default(), &cm("w2", json!({"suite": "watch"})))
         .await
         .expect("create");
-    let wp = kube::api::WatchParams::default().timeout(1);
+    let wp = kube::api::WatchParams::default()
+        .timeout(1)
+        .labels("suite=watch");
     let events: Vec<_> = tokio::time::timeout(
         Duration::from_secs(10),
         api.watch(&wp, &rv)
@@ -618,7 +710,11 @@ async fn watches_start_from_a_resource_version_and_end_at_their_timeout() {
         })
         .collect();
     assert_eq!(names, vec!["w2"]);
-    dc.compact();
+    let Some(dev) = dc.dev("410 Gone after compaction") else {
+        dc.shutdown().await;
+        return;
+    };
+    dev.compact();
     let mut gone = api.watch(&wp, &rv).await.expect("watch").boxed();
     match gone.try_next().await.expect("event") {
         Some(kube::api::WatchEvent::Error(e)) => assert_eq!(e.code, 410),
@@ -685,22 +781,29 @@ async fn deleting_a_namespace_deletes_its_contents_then_the_namespace() {
 
 #[tokio::test]
 async fn streaming_lists_and_bookmarks_work_for_watchers() {
-    let dc = DevCluster::start(Options {
+    let dc = Server::start_with(windlass_devcluster::Options {
         simulator: false,
         bookmark_interval: Duration::from_millis(200),
-        ..Options::default()
+        ..windlass_devcluster::Options::default()
     })
-    .await
-    .expect("devcluster starts");
+    .await;
     let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
-    api.create(&PostParams::default(), &cm("one", json!({})))
-        .await
-        .expect("create");
+    api.create(
+        &PostParams::default(),
+        &cm("one", json!({"suite": "streaming"})),
+    )
+    .await
+    .expect("create");
     let (reader, writer) = reflector::store::<ConfigMap>();
-    let stream = watcher(api.clone(), watcher::Config::default().streaming_lists())
-        .default_backoff()
-        .reflect(writer)
-        .applied_objects();
+    let stream = watcher(
+        api.clone(),
+        watcher::Config::default()
+            .streaming_lists()
+            .labels("suite=streaming"),
+    )
+    .default_backoff()
+    .reflect(writer)
+    .applied_objects();
     let task = tokio::spawn(async move { stream.for_each(|_| async {}).await });
     tokio::time::timeout(Duration::from_secs(10), reader.wait_until_ready())
         .await
@@ -709,7 +812,13 @@ async fn streaming_lists_and_bookmarks_work_for_watchers() {
     assert_eq!(reader.state().len(), 1);
     task.abort();
 
-    let rv = dc.resource_version().to_string();
+    // Bookmarks come at the server's discretion: the devcluster's every `bookmark_interval`,
+    // kube-apiserver's about once a minute (none arrived within 8 s of a watch there).
+    let Some(_) = dc.dev("a bookmark within seconds") else {
+        dc.shutdown().await;
+        return;
+    };
+    let rv = dc.resource_version().await;
     let wp = WatchParams::default().timeout(2);
     let events: Vec<_> = api
         .watch(&wp, &rv)
@@ -734,6 +843,7 @@ async fn server_side_apply_through_the_status_subresource_writes_only_status() {
     crds.create(&PostParams::default(), &widget_crd())
         .await
         .expect("crd");
+    established(&crds, "widgets.test.windlass.dev").await;
     let widgets = widget_api(dc.client());
     widgets
         .create(&PostParams::default(), &widget("st", 2))
@@ -773,7 +883,7 @@ async fn a_filtered_watch_sees_objects_enter_and_leave_its_selector() {
     api.create(&PostParams::default(), &cm("m", json!({"team": "a"})))
         .await
         .expect("create");
-    let rv = dc.resource_version().to_string();
+    let rv = dc.resource_version().await;
     let stream = api
         .watch(&WatchParams::default().labels("team=a").timeout(2), &rv)
         .await

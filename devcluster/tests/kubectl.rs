@@ -2,18 +2,21 @@
 //! starts its own devcluster, writes a kubeconfig for it and runs kubectl with a private
 //! discovery cache, every call bounded by `timeout`.
 //!
-//! kubectl must be installed: these tests fail (they do not skip) when it is missing.
+//! kubectl must be installed: these tests fail (they do not skip) when it is missing. With
+//! `WINDLASS_TEST_CLUSTER=real` the same scenarios run against a real kube-apiserver.
+
+mod server;
 
 use serde_json::json;
+use server::Server;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
-use windlass_devcluster::{DevCluster, Options};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/kubectl");
 
 struct Kubectl {
-    dc: DevCluster,
+    dc: Server,
     dir: tempfile::TempDir,
 }
 
@@ -29,15 +32,9 @@ fn kubectl_binary() -> PathBuf {
 
 impl Kubectl {
     async fn start() -> Self {
-        let dc = DevCluster::start(Options {
-            simulator: false,
-            ..Options::default()
-        })
-        .await
-        .expect("devcluster starts");
+        let dc = Server::start().await;
         let dir = tempfile::tempdir().expect("tempdir");
-        dc.write_kubeconfig(&dir.path().join("kubeconfig"))
-            .expect("kubeconfig");
+        dc.write_kubeconfig(&dir.path().join("kubeconfig"));
         Self { dc, dir }
     }
 

@@ -225,8 +225,16 @@ fn kube_dir(build: std::process::Child) -> Result<PathBuf> {
     Ok(PathBuf::from(dir.trim()))
 }
 
-/// The end-to-end test files that run on real control planes too.
-const REAL_CLUSTER_TESTS: &[&str] = &["operator", "containment", "oci", "sampledb"];
+/// The test files that run on real control planes too: the host's end-to-end tests, and the
+/// devcluster's own scenario suites (which measure its fidelity).
+const REAL_CLUSTER_TESTS: &[(&str, &str)] = &[
+    ("windlass", "operator"),
+    ("windlass", "containment"),
+    ("windlass", "oci"),
+    ("windlass", "sampledb"),
+    ("windlass-devcluster", "kube_rs"),
+    ("windlass-devcluster", "kubectl"),
+];
 
 fn ci() -> Result<()> {
     // The wasm target, rustfmt, the test registry, skopeo and helm, each only when missing.
@@ -252,9 +260,12 @@ fn ci() -> Result<()> {
         run(&mut cmd)
     };
     let on_dev = test(&[&workspace[..], &["--no-fail-fast"]].concat(), false);
-    let mut real = vec!["-p", "windlass", "--no-fail-fast"];
-    for t in REAL_CLUSTER_TESTS {
-        real.extend(["--test", t]);
+    let mut real = vec!["--no-fail-fast"];
+    for (package, file) in REAL_CLUSTER_TESTS {
+        if !real.contains(package) {
+            real.extend(["-p", package]);
+        }
+        real.extend(["--test", file]);
     }
     let on_real = test(&real, true);
     on_dev.and(on_real)

@@ -8,6 +8,13 @@ use crate::store::Change;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
+/// The finalizer kube-apiserver puts on a deleted CRD until its objects are gone.
+pub(crate) const CRD_CLEANUP: &str = "customresourcecleanup.apiextensions.k8s.io";
+
+pub(crate) fn is_crd(rt: &ResourceType) -> bool {
+    rt.kind == "CustomResourceDefinition" && rt.group == "apiextensions.k8s.io"
+}
+
 impl Cluster {
     /// Deletes an object: at once, or — with finalizers, or Foreground/Orphan propagation —
     /// by setting `deletionTimestamp` and leaving the rest to finalizers and the GC.
@@ -48,6 +55,26 @@ impl Cluster {
                 obj["spec"]["finalizers"] = json!(["kubernetes"]);
                 obj["status"]["phase"] = json!("Terminating");
             }
+            if is_crd(rt) {
+                // As kube-apiserver does: the CRD stays, Terminating, until the collector has
+                // deleted its objects (their own finalizers included); then it goes.
+                let list = obj["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
+                if !list.iter().any(|x| x == CRD_CLEANUP) {
+                    let mut list = list;
+                    list.push(json!(CRD_CLEANUP));
+                    obj["metadata"]["finalizers"] = Value::Array(list);
+                }
+                let mut conditions: Vec<Value> = obj["status"]["conditions"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                conditions.retain(|c| c["type"] != "Terminating");
+                conditions.push(json!({"type": "Terminating", "status": "True",
+                    "reason": "InstanceDeletionInProgress",
+                    "message": "CustomResource deletion is in progress",
+                    "lastTransitionTime": now()}));
+                obj["status"]["conditions"] = Value::Array(conditions);
+            }
             if !has_finalizers(&obj) {
                 return Ok((Change::Delete, true));
             }
@@ -68,7 +95,7 @@ impl Cluster {
 
     /// Hooks after a stored write: a CRD starts (or keeps) being served.
     pub(super) fn after_write(&self, rt: &ResourceType, obj: &Value) {
-        if rt.kind == "CustomResourceDefinition" && rt.group == "apiextensions.k8s.io" {
+        if is_crd(rt) {
             if obj["metadata"].get("deletionTimestamp").is_some() {
                 return;
             }
@@ -78,10 +105,11 @@ impl Cluster {
         }
     }
 
-    /// Hooks after a deletion: a deleted CRD stops being served and its objects go.
-    pub(super) fn after_delete(&self, rt: &ResourceType, obj: &Value) {
-        if rt.kind == "CustomResourceDefinition"
-            && rt.group == "apiextensions.k8s.io"
+    /// Hooks after a deletion: a deleted CRD stops being served and its objects go (there are
+    /// none left when the collector removed it; a CRD whose cleanup finalizer someone removed
+    /// by hand takes them along, as its data would be unreachable).
+    pub(crate) fn after_delete(&self, rt: &ResourceType, obj: &Value) {
+        if is_crd(rt)
             && let Ok(gone) = crd::resource_type(obj)
         {
             let key = gone.key();

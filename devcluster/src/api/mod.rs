@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 
 mod delete;
+pub(crate) use delete::{CRD_CLEANUP, is_crd};
 mod write;
 
 /// Options of a write.

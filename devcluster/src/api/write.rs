@@ -39,6 +39,23 @@ impl Cluster {
         if !obj.is_object() {
             return Err(ApiError::bad_request("the body must be a JSON object"));
         }
+        if !rt.builtin
+            && self
+                .store
+                .get(
+                    "apiextensions.k8s.io/customresourcedefinitions",
+                    "",
+                    &format!("{}.{}", rt.plural, rt.group),
+                )
+                .is_some_and(|crd| crd["metadata"].get("deletionTimestamp").is_some())
+        {
+            let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+            return Err(ApiError::forbidden(format!(
+                "{}.{} \"{name}\" is forbidden: create not allowed while custom resource \
+                 definition is terminating",
+                rt.plural, rt.group
+            )));
+        }
         obj["apiVersion"] = Value::String(rt.api_version(version));
         obj["kind"] = Value::String(rt.kind.clone());
         if !obj["metadata"].is_object() {
