@@ -28,6 +28,7 @@
 pub mod api;
 pub mod cluster;
 pub mod crd;
+pub mod defaults;
 pub mod error;
 pub mod faults;
 pub mod gc;

@@ -1010,3 +1010,177 @@ async fn a_crd_in_a_protected_group_needs_the_approval_annotation() {
     .expect("accepted with the annotation");
     dc.shutdown().await;
 }
+
+/// What a client reads back of built-in kinds it created with only the required fields: the
+/// API server's defaults (`windlass_devcluster::defaults`), the same on both servers.
+#[tokio::test]
+async fn built_in_kinds_read_back_with_the_api_servers_defaults() {
+    let dc = start().await;
+    let client = dc.client();
+    let template = json!({"metadata": {"labels": {"app": "d"}},
+        "spec": {"containers": [{"name": "c", "image": "db:1.0", "ports": [{"containerPort": 80}]},
+                                {"name": "l", "image": "tool"}]}});
+    let objects: Vec<(ApiResource, Value)> = vec![
+        (
+            ApiResource::erase::<StatefulSet>(&()),
+            json!({"metadata": {"name": "d"}, "spec": {"serviceName": "d",
+                "selector": {"matchLabels": {"app": "d"}}, "template": template,
+                "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {
+                    "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}}),
+        ),
+        (
+            ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&()),
+            json!({"metadata": {"name": "d"}, "spec": {
+                "selector": {"matchLabels": {"app": "d"}}, "template": template}}),
+        ),
+        (
+            ApiResource::erase::<k8s_openapi::api::batch::v1::Job>(&()),
+            json!({"metadata": {"name": "d"}, "spec": {"template": {"spec": {
+                "restartPolicy": "Never", "containers": [{"name": "c", "image": "db:1.0"}]}}}}),
+        ),
+        (
+            ApiResource::erase::<k8s_openapi::api::batch::v1::CronJob>(&()),
+            json!({"metadata": {"name": "d"}, "spec": {"schedule": "*/5 * * * *",
+                "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "OnFailure",
+                    "containers": [{"name": "c", "image": "db:1.0"}]}}}}}}),
+        ),
+        (
+            ApiResource::erase::<k8s_openapi::api::core::v1::Service>(&()),
+            json!({"metadata": {"name": "d"}, "spec": {"selector": {"app": "d"},
+                "ports": [{"name": "db", "port": 5432}]}}),
+        ),
+        (
+            ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&()),
+            json!({"metadata": {"name": "d"}, "spec": template["spec"]}),
+        ),
+        (
+            ApiResource::erase::<k8s_openapi::api::core::v1::PersistentVolumeClaim>(&()),
+            json!({"metadata": {"name": "d"}, "spec": {"accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}}}}),
+        ),
+    ];
+    let pod = |prefix: &str, restart: bool| {
+        let mut fields = vec![
+            (format!("{prefix}/dnsPolicy"), json!("ClusterFirst")),
+            (
+                format!("{prefix}/schedulerName"),
+                json!("default-scheduler"),
+            ),
+            (format!("{prefix}/terminationGracePeriodSeconds"), json!(30)),
+            (format!("{prefix}/securityContext"), json!({})),
+            (
+                format!("{prefix}/containers/0/imagePullPolicy"),
+                json!("IfNotPresent"),
+            ),
+            (
+                format!("{prefix}/containers/0/terminationMessagePath"),
+                json!("/dev/termination-log"),
+            ),
+            (
+                format!("{prefix}/containers/0/terminationMessagePolicy"),
+                json!("File"),
+            ),
+        ];
+        if restart {
+            fields.push((format!("{prefix}/restartPolicy"), json!("Always")));
+            fields.push((
+                format!("{prefix}/containers/0/ports/0/protocol"),
+                json!("TCP"),
+            ));
+            fields.push((
+                format!("{prefix}/containers/1/imagePullPolicy"),
+                json!("Always"),
+            ));
+        }
+        fields
+    };
+    let expected: Vec<Vec<(String, Value)>> = vec![
+        [
+            ("/spec/replicas", json!(1)),
+            ("/spec/podManagementPolicy", json!("OrderedReady")),
+            ("/spec/updateStrategy/type", json!("RollingUpdate")),
+            ("/spec/updateStrategy/rollingUpdate/partition", json!(0)),
+            ("/spec/revisionHistoryLimit", json!(10)),
+            (
+                "/spec/persistentVolumeClaimRetentionPolicy",
+                json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+            ),
+            (
+                "/spec/volumeClaimTemplates/0/spec/volumeMode",
+                json!("Filesystem"),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .chain(pod("/spec/template/spec", true))
+        .collect(),
+        [
+            ("/spec/replicas", json!(1)),
+            ("/spec/strategy/type", json!("RollingUpdate")),
+            ("/spec/strategy/rollingUpdate/maxSurge", json!("25%")),
+            ("/spec/strategy/rollingUpdate/maxUnavailable", json!("25%")),
+            ("/spec/revisionHistoryLimit", json!(10)),
+            ("/spec/progressDeadlineSeconds", json!(600)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .chain(pod("/spec/template/spec", true))
+        .collect(),
+        [
+            ("/spec/parallelism", json!(1)),
+            ("/spec/completions", json!(1)),
+            ("/spec/backoffLimit", json!(6)),
+            ("/spec/completionMode", json!("NonIndexed")),
+            ("/spec/suspend", json!(false)),
+            ("/spec/podReplacementPolicy", json!("TerminatingOrFailed")),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .chain(pod("/spec/template/spec", false))
+        .collect(),
+        [
+            ("/spec/concurrencyPolicy", json!("Allow")),
+            ("/spec/suspend", json!(false)),
+            ("/spec/successfulJobsHistoryLimit", json!(3)),
+            ("/spec/failedJobsHistoryLimit", json!(1)),
+            // Not the Job's fields: those are defaulted when the Job is made.
+            ("/spec/jobTemplate/spec/backoffLimit", Value::Null),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .chain(pod("/spec/jobTemplate/spec/template/spec", false))
+        .collect(),
+        [
+            ("/spec/type", json!("ClusterIP")),
+            ("/spec/sessionAffinity", json!("None")),
+            ("/spec/internalTrafficPolicy", json!("Cluster")),
+            ("/spec/ports/0/protocol", json!("TCP")),
+            ("/spec/ports/0/targetPort", json!(5432)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect(),
+        pod("/spec", true),
+        vec![("/spec/volumeMode".to_string(), json!("Filesystem"))],
+    ];
+    let mut wrong = Vec::new();
+    for ((ar, body), fields) in objects.into_iter().zip(expected) {
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+        let mut body = body;
+        body["apiVersion"] = json!(ar.api_version);
+        body["kind"] = json!(ar.kind);
+        let obj: DynamicObject = serde_json::from_value(body).expect("object");
+        api.create(&PostParams::default(), &obj)
+            .await
+            .unwrap_or_else(|e| panic!("{} create: {e}", ar.kind));
+        let read = serde_json::to_value(api.get("d").await.expect("get")).expect("JSON");
+        for (pointer, value) in fields {
+            let got = read.pointer(&pointer).cloned().unwrap_or(Value::Null);
+            if got != value {
+                wrong.push(format!("{} {pointer}: {got} (expected {value})", ar.kind));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    dc.shutdown().await;
+}

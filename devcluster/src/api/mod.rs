@@ -166,6 +166,7 @@ impl Cluster {
         strict: bool,
     ) -> Result<()> {
         if rt.builtin {
+            crate::defaults::apply(rt, obj);
             validate::builtin(rt, obj, old)?;
             if rt.kind == "CustomResourceDefinition" {
                 crd::resource_type(obj)?;
