@@ -442,3 +442,36 @@ async fn deleting_an_owner_deletes_its_dependents() {
     assert!(gone, "the dependent is garbage-collected");
     k.shutdown().await;
 }
+
+/// `kubectl auth can-i` and `auth whoami`: the devcluster lets every client do everything as
+/// one admin user; a real server answers the same for its admin (group `system:masters`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_can_i_and_whoami_answer_for_the_admin() {
+    let k = Kubectl::start().await;
+    let yes = k
+        .ok(&["auth", "can-i", "create", "statefulsets.apps"])
+        .await;
+    assert_eq!(yes.trim(), "yes");
+    let yes = k
+        .ok(&["auth", "can-i", "delete", "secrets", "-n", "kube-system"])
+        .await;
+    assert_eq!(yes.trim(), "yes");
+    let rules = k.ok(&["auth", "can-i", "--list"]).await;
+    assert!(
+        rules
+            .lines()
+            .any(|l| l.starts_with("*.*") && l.contains("[*]")),
+        "{rules}"
+    );
+    let me: serde_json::Value =
+        serde_json::from_str(&k.ok(&["auth", "whoami", "-o", "json"]).await).expect("JSON");
+    assert_eq!(me["kind"], "SelfSubjectReview", "{me}");
+    assert!(me["status"]["userInfo"]["username"].is_string(), "{me}");
+    assert!(
+        me["status"]["userInfo"]["groups"]
+            .as_array()
+            .is_some_and(|g| g.iter().any(|g| g == "system:masters")),
+        "{me}"
+    );
+    k.shutdown().await;
+}

@@ -22,6 +22,12 @@ pub fn core_versions(addr: &str) -> Value {
 
 fn groups(reg: &Registry) -> BTreeMap<String, Vec<String>> {
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (g, v, _, _) in super::review::REVIEWS {
+        let versions = out.entry((*g).to_string()).or_default();
+        if !versions.iter().any(|x| x == v) {
+            versions.push((*v).to_string());
+        }
+    }
     for rt in reg.all().iter().filter(|r| !r.group.is_empty()) {
         let versions = out.entry(rt.group.clone()).or_default();
         for v in &rt.versions {
@@ -74,10 +80,10 @@ pub fn served_in(reg: &Registry, group: &str, version: &str) -> Vec<Arc<Resource
 /// `/api/v1` or `/apis/<group>/<version>`, if served.
 pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value> {
     let served = served_in(reg, group, version);
-    if served.is_empty() {
+    let mut resources = super::review::resources(group, version);
+    if served.is_empty() && resources.is_empty() {
         return None;
     }
-    let mut resources = Vec::new();
     for rt in served {
         let mut r = json!({"name": rt.plural, "singularName": rt.singular, "namespaced": rt.namespaced,
             "kind": rt.kind, "verbs": rt.verbs()});

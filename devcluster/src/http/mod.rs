@@ -3,6 +3,7 @@
 pub mod discovery;
 mod list;
 pub mod openapi;
+pub mod review;
 pub mod table;
 pub mod watch;
 
@@ -15,7 +16,7 @@ use crate::selector::{FieldSelector, LabelSelector};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderMap, Method, Uri};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -124,6 +125,12 @@ async fn dispatch(
                 uri.path(),
             )
             .await
+        }
+        ("POST", ["apis", g, v, r]) if review::answer(g, v, r, &json!({})).is_some() => {
+            let body: Value = serde_json::from_slice(&body).unwrap_or_default();
+            review::answer(g, v, r, &body)
+                .map(|answer| (StatusCode::CREATED, axum::Json(answer)).into_response())
+                .ok_or_else(|| ApiError::no_route(uri.path()))
         }
         (_, ["apis", g, v, rest @ ..]) if !rest.is_empty() => {
             resource(
