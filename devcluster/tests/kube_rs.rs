@@ -1184,3 +1184,49 @@ async fn built_in_kinds_read_back_with_the_api_servers_defaults() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     dc.shutdown().await;
 }
+
+/// A server-side apply that leaves out only fields the server defaults changes nothing: same
+/// resourceVersion, same generation, no watch event (so controllers that apply on every
+/// reconcile do not wake themselves up). Kinds no controller writes to, on either server.
+#[tokio::test]
+async fn an_apply_that_leaves_out_only_defaulted_fields_changes_nothing() {
+    let dc = start().await;
+    let apply = PatchParams::apply("test").force();
+    let objects = [
+        (
+            ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&()),
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "once"},
+                "spec": {"containers": [{"name": "c", "image": "db:1.0",
+                    "ports": [{"containerPort": 80}]}]}}),
+        ),
+        (
+            ApiResource::erase::<k8s_openapi::api::core::v1::Service>(&()),
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "once"},
+                "spec": {"selector": {"app": "once"}, "ports": [{"port": 80}]}}),
+        ),
+    ];
+    for (ar, body) in objects {
+        let api: Api<DynamicObject> = Api::namespaced_with(dc.client(), "default", &ar);
+        let obj: DynamicObject = serde_json::from_value(body).expect("object");
+        api.patch("once", &apply, &Patch::Apply(&obj))
+            .await
+            .expect("apply");
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        let before = api.get("once").await.expect("get");
+        let again = api
+            .patch("once", &apply, &Patch::Apply(&obj))
+            .await
+            .expect("apply again");
+        assert_eq!(
+            before.metadata.resource_version, again.metadata.resource_version,
+            "{}",
+            ar.kind
+        );
+        assert_eq!(
+            before.metadata.generation, again.metadata.generation,
+            "{}",
+            ar.kind
+        );
+    }
+    dc.shutdown().await;
+}

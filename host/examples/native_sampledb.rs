@@ -100,6 +100,22 @@ struct Ctx {
     children: Vec<(ApiResource, Store<DynamicObject>, Arc<ChildIndex>)>,
     /// Parent uid → reference, so that a child's uid label finds its parent.
     parents: Mutex<HashMap<String, ObjectRef<DynamicObject>>>,
+    /// True once every child cache has listed (see [`wait_for_caches`]).
+    ready: tokio::sync::watch::Receiver<bool>,
+}
+
+/// Waits, as the only waiter, until every child cache has listed once, then says so on
+/// `ready`, as the host does (`controller/kinds.rs`): kube-runtime 5.0.0's
+/// `Store::wait_until_ready` wakes only one of several waiting tasks, so reconciles waiting on
+/// it themselves would stall, all but one, when they start before the caches are filled.
+async fn wait_for_caches(
+    stores: Vec<Store<DynamicObject>>,
+    ready: tokio::sync::watch::Sender<bool>,
+) {
+    for store in stores {
+        let _ = store.wait_until_ready().await;
+    }
+    let _ = ready.send(true);
 }
 
 #[tokio::main]
@@ -141,11 +157,17 @@ async fn main() -> anyhow::Result<()> {
         .applied_objects();
         streams.push((ar, stream));
     }
+    let (ready_tx, ready) = tokio::sync::watch::channel(false);
+    tokio::spawn(wait_for_caches(
+        children.iter().map(|(_, store, _)| store.clone()).collect(),
+        ready_tx,
+    ));
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         sampledb: sampledb.clone(),
         children,
         parents: Mutex::new(HashMap::new()),
+        ready,
     });
     let api: Api<DynamicObject> = Api::all_with(client, &sampledb);
     let mut controller = Controller::new_with(api, watcher::Config::default(), sampledb)
@@ -271,10 +293,10 @@ async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Err
 
 /// The parent's children from the watch caches, as JSON texts.
 async fn observe(ctx: &Ctx, uid: &str, namespace: &str) -> Result<Vec<String>, Error> {
+    // As in the host: a reconcile on a half-filled cache could re-create what exists.
+    let _ = ctx.ready.clone().wait_for(|ready| *ready).await;
     let mut out = Vec::new();
     for (ar, store, index) in &ctx.children {
-        // As in the host: a reconcile on a half-filled cache could re-create what exists.
-        let _ = store.wait_until_ready().await;
         // As in the host: only this parent's children, through the same index.
         for (ns, name) in index.children(uid) {
             if ns != namespace {

@@ -236,6 +236,10 @@ impl Cluster {
                     new["status"] = crd::accepted_status(&new, &now());
                 }
             }
+            // Defaults first: a write that leaves out only defaulted fields changes nothing.
+            if rt.builtin {
+                crate::defaults::apply(rt, &mut new);
+            }
             if spec_part(&new) != spec_part(cur) {
                 let g = cur["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
                 new["metadata"]["generation"] = json!(g);
@@ -274,8 +278,10 @@ impl Cluster {
         if new["metadata"].get("deletionTimestamp").is_some() && !has_finalizers(&new) {
             return Ok(Change::Delete);
         }
+        // Nothing but the time of a manager's entry changed: no write, as kube-apiserver skips
+        // a no-op (a server-side apply of what is there, defaulted fields left out).
         if spec_part(&new) == spec_part(cur)
-            && new["metadata"] == cur["metadata"]
+            && without_times(&new["metadata"]) == without_times(&cur["metadata"])
             && new.get("status") == cur.get("status")
         {
             return Ok(Change::Keep);
@@ -419,4 +425,17 @@ impl Cluster {
         }
         Ok(stored)
     }
+}
+
+/// Metadata with the `time` of every managedFields entry taken out.
+fn without_times(meta: &Value) -> Value {
+    let mut meta = meta.clone();
+    if let Some(entries) = meta["managedFields"].as_array_mut() {
+        for e in entries {
+            if let Some(e) = e.as_object_mut() {
+                e.remove("time");
+            }
+        }
+    }
+    meta
 }
