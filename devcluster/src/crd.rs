@@ -2,7 +2,7 @@
 //! real server writes on it (`Established`, `NamesAccepted`).
 
 use crate::error::{ApiError, Cause, Result};
-use crate::resources::{PrinterColumn, ResourceType};
+use crate::resources::{PrinterColumn, ResourceType, ScalePaths};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
@@ -127,6 +127,23 @@ pub fn resource_type(crd: &Value) -> Result<ResourceType> {
         printer_columns,
         schemas,
         builtin: false,
+        scale: storage.and_then(|v| {
+            let scale = v["subresources"].get("scale")?;
+            let path = |p: &Value| p.as_str().map(|p| p.trim_start_matches('.').to_string());
+            Some(ScalePaths {
+                spec_replicas: path(&scale["specReplicasPath"])?,
+                status_replicas: path(&scale["statusReplicasPath"])?,
+                label_selector: path(&scale["labelSelectorPath"]),
+            })
+        }),
+        selectable_fields: storage
+            .and_then(|v| v["selectableFields"].as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|f| f["jsonPath"].as_str())
+            .map(|p| p.trim_start_matches('.').to_string())
+            .collect(),
+        view: None,
     })
 }
 

@@ -20,7 +20,15 @@ fn or(obj: &mut Value, key: &str, value: Value) {
 
 /// Defaults a built-in object about to be stored.
 pub fn apply(rt: &ResourceType, obj: &mut Value) {
-    if !rt.builtin || !obj["spec"].is_object() {
+    if !rt.builtin {
+        return;
+    }
+    // A Secret without a type (or with an empty one) is Opaque.
+    if rt.group.is_empty() && rt.kind == "Secret" && obj["type"].as_str().is_none_or(str::is_empty)
+    {
+        obj["type"] = json!("Opaque");
+    }
+    if !obj["spec"].is_object() {
         return;
     }
     let spec = &mut obj["spec"];

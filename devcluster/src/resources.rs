@@ -19,6 +19,26 @@ pub struct PrinterColumn {
     pub description: String,
 }
 
+/// Where the scale subresource (`autoscaling/v1` Scale) reads and writes, as dotted paths
+/// without the leading dot (a CRD's `subresources.scale`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScalePaths {
+    /// `spec.replicas`.
+    pub spec_replicas: String,
+    /// `status.replicas`.
+    pub status_replicas: String,
+    /// Where the label selector is: a string (a CRD's `labelSelectorPath`), or, for the
+    /// built-in kinds, `spec.selector` (a LabelSelector the Scale shows as a string).
+    pub label_selector: Option<String>,
+}
+
+/// A kind stored as another and shown converted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// `events.k8s.io/v1` Events: stored as core `v1` Events (see `crate::events`).
+    EventsV1,
+}
+
 /// One served resource (all served versions of it).
 #[derive(Debug, Clone)]
 pub struct ResourceType {
@@ -46,12 +66,49 @@ pub struct ResourceType {
     pub schemas: HashMap<String, Value>,
     /// True for the built-in table, false for CRD-defined kinds.
     pub builtin: bool,
+    /// The scale subresource, where the kind has one.
+    pub scale: Option<ScalePaths>,
+    /// Fields a field selector may name besides `metadata.name` and `metadata.namespace` (the
+    /// real server's per-kind field labels; a CRD's `selectableFields`).
+    pub selectable_fields: Vec<String>,
+    /// Stored as another kind and converted when shown.
+    pub view: Option<View>,
 }
 
 impl ResourceType {
-    /// The storage key: `group/plural`, the same for every version.
+    /// The storage key: `group/plural`, the same for every version; a view's is the key of
+    /// the kind it is stored as.
     pub fn key(&self) -> String {
-        format!("{}/{}", self.group, self.plural)
+        match self.view {
+            Some(View::EventsV1) => "/events".into(),
+            None => format!("{}/{}", self.group, self.plural),
+        }
+    }
+
+    /// Whether objects of this kind are stored under `key` (without building the key).
+    pub fn stored_under(&self, key: &str) -> bool {
+        match self.view {
+            Some(View::EventsV1) => key == "/events",
+            None => key.split_once('/') == Some((self.group.as_str(), self.plural.as_str())),
+        }
+    }
+
+    /// A stored object as this kind shows it in `version`: `apiVersion` set, a view converted.
+    pub fn present(&self, obj: &Value, version: &str) -> Value {
+        if self.view == Some(View::EventsV1) && obj["apiVersion"] == "v1" {
+            return crate::events::to_events_v1(obj);
+        }
+        let mut o = obj.clone();
+        let api_version = self.api_version(version);
+        if o["apiVersion"].as_str() != Some(&api_version) && o["kind"] == self.kind.as_str() {
+            o["apiVersion"] = Value::String(api_version);
+        }
+        o
+    }
+
+    /// Whether a stored object is shown as it is (no copy needed).
+    pub fn shown_as_stored(&self, obj: &Value, version: &str) -> bool {
+        self.view.is_none() && obj["apiVersion"].as_str() == Some(&self.api_version(version))
     }
 
     /// `apiVersion` for a version: `v1` or `group/v1`.
@@ -105,6 +162,9 @@ fn builtin(
         printer_columns: Vec::new(),
         schemas: HashMap::new(),
         builtin: true,
+        scale: None,
+        selectable_fields: Vec::new(),
+        view: None,
     }
 }
 
@@ -211,6 +271,33 @@ pub fn builtins() -> Vec<ResourceType> {
             false,
         ),
         builtin("apps", "v1", "DaemonSet", "daemonsets", true, &["ds"], true),
+        builtin(
+            "",
+            "v1",
+            "ReplicationController",
+            "replicationcontrollers",
+            true,
+            &["rc"],
+            true,
+        ),
+        builtin(
+            "networking.k8s.io",
+            "v1",
+            "Ingress",
+            "ingresses",
+            true,
+            &["ing"],
+            true,
+        ),
+        builtin(
+            "networking.k8s.io",
+            "v1",
+            "IngressClass",
+            "ingressclasses",
+            false,
+            &[],
+            false,
+        ),
         builtin("batch", "v1", "Job", "jobs", true, &[], true),
         builtin("batch", "v1", "CronJob", "cronjobs", true, &["cj"], true),
         builtin(
@@ -330,16 +417,45 @@ pub fn builtins() -> Vec<ResourceType> {
             "persistentvolumeclaims" => vec![
                 col("Status", "string", ".status.phase"),
                 col("Volume", "string", ".spec.volumeName"),
+                col("Capacity", "string", ".status.capacity.storage"),
+                col("Access Modes", "string", ACCESS_MODES),
+                col("StorageClass", "string", ".spec.storageClassName"),
             ],
             "services" => vec![
                 col("Type", "string", ".spec.type"),
                 col("Cluster-IP", "string", ".spec.clusterIP"),
+                col("External-IP", "string", EXTERNAL_IPS),
+                col("Port(s)", "string", PORTS),
+            ],
+            "events" => vec![
+                col("Last Seen", "string", LAST_SEEN),
+                col("Type", "string", ".type"),
+                col("Reason", "string", ".reason"),
+                col("Object", "string", INVOLVED_OBJECT),
+                col("Message", "string", ".message"),
             ],
             "namespaces" => vec![col("Status", "string", ".status.phase")],
             "volumesnapshots" => vec![col("ReadyToUse", "boolean", ".status.readyToUse")],
             _ => Vec::new(),
         };
         rt.printer_columns = cols;
+        if matches!(
+            rt.plural.as_str(),
+            "deployments" | "statefulsets" | "replicasets" | "replicationcontrollers"
+        ) {
+            rt.scale = Some(ScalePaths {
+                spec_replicas: "spec.replicas".into(),
+                status_replicas: "status.replicas".into(),
+                label_selector: Some("spec.selector".into()),
+            });
+        }
+        rt.selectable_fields = builtin_field_labels(&rt.group, &rt.kind)
+            .iter()
+            .map(|f| f.to_string())
+            .collect();
+        if rt.group == "events.k8s.io" {
+            rt.view = Some(View::EventsV1);
+        }
         if matches!(
             rt.plural.as_str(),
             "pods"
@@ -354,6 +470,70 @@ pub fn builtins() -> Vec<ResourceType> {
         }
     }
     all
+}
+
+/// Computed printer columns (not paths): a Service's external IPs and ports, an Event's last
+/// time seen and object, a claim's access modes (`http::table` computes them).
+pub const EXTERNAL_IPS: &str = "<computed>.service.externalIPs";
+/// See [`EXTERNAL_IPS`].
+pub const PORTS: &str = "<computed>.service.ports";
+/// See [`EXTERNAL_IPS`].
+pub const LAST_SEEN: &str = "<computed>.event.lastSeen";
+/// See [`EXTERNAL_IPS`].
+pub const INVOLVED_OBJECT: &str = "<computed>.event.object";
+/// See [`EXTERNAL_IPS`].
+pub const ACCESS_MODES: &str = "<computed>.pvc.accessModes";
+
+/// The field labels the real server accepts in field selectors for a built-in kind, besides
+/// `metadata.name` and `metadata.namespace` (Kubernetes' per-kind field label conversions).
+pub fn builtin_field_labels(group: &str, kind: &str) -> &'static [&'static str] {
+    match (group, kind) {
+        ("", "Pod") => &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "spec.host",
+            "status.phase",
+            "status.podIP",
+            "status.podIPs",
+            "status.nominatedNodeName",
+        ],
+        ("", "Event") => &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+        ("events.k8s.io", "Event") => &[
+            "regarding.kind",
+            "regarding.namespace",
+            "regarding.name",
+            "regarding.uid",
+            "regarding.apiVersion",
+            "regarding.resourceVersion",
+            "regarding.fieldPath",
+            "reason",
+            "reportingController",
+            "type",
+        ],
+        ("", "Namespace") => &["status.phase"],
+        ("", "Node") => &["spec.unschedulable"],
+        ("", "Secret") => &["type"],
+        ("", "ReplicationController") => &["status.replicas"],
+        ("", "Service") => &["spec.clusterIP", "spec.type"],
+        ("batch", "Job") => &["status.successful"],
+        ("certificates.k8s.io", "CertificateSigningRequest") => &["spec.signerName"],
+        _ => &[],
+    }
 }
 
 /// Every served kind; CRDs add and remove entries while the server runs.

@@ -1,8 +1,9 @@
 //! Label selectors (`=`, `==`, `!=`, `in`, `notin`, exists, `!` not-exists) and field selectors
-//! (`metadata.name`, `metadata.namespace`, and any other simple dotted path), as list and watch
-//! take them.
+//! (`metadata.name`, `metadata.namespace`, and the fields the real server supports per kind), as
+//! list and watch take them.
 
 use crate::error::{ApiError, Result};
+use crate::resources::{ResourceType, View};
 use serde_json::Value;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -136,6 +137,39 @@ impl FieldSelector {
         Ok(Self(terms))
     }
 
+    /// Parses `fieldSelector` for a kind: only the fields the real server supports for it
+    /// (`metadata.name`, `metadata.namespace` and the kind's field labels) are accepted, and
+    /// each is rewritten to the path it has in the stored object.
+    ///
+    /// # Errors
+    /// 400 as [`FieldSelector::parse`], and 400 `field label not supported: PATH` for any other
+    /// field, as the real server answers.
+    pub fn for_kind(s: &str, rt: &ResourceType) -> Result<Self> {
+        let mut sel = Self::parse(s)?;
+        for (path, _, _) in &mut sel.0 {
+            let known = matches!(path.as_str(), "metadata.name" | "metadata.namespace")
+                || rt
+                    .selectable_fields
+                    .iter()
+                    .any(|f| f.as_str() == path.as_str());
+            if !known {
+                return Err(ApiError::bad_request(unsupported(rt, path)));
+            }
+            if rt.view == Some(View::EventsV1) {
+                *path = crate::events::core_field(path);
+            }
+            // An Event's `source` label is its reporting component; a Pod's `spec.host` is the
+            // old name of `spec.nodeName`.
+            if rt.kind == "Event" && path == "source" {
+                *path = "source.component".into();
+            }
+            if rt.kind == "Pod" && path == "spec.host" {
+                *path = "spec.nodeName".into();
+            }
+        }
+        Ok(sel)
+    }
+
     /// Whether an object's fields match.
     pub fn matches(&self, obj: &Value) -> bool {
         self.0.iter().all(|(path, eq, want)| {
@@ -150,6 +184,22 @@ impl FieldSelector {
             };
             (got == *want) == *eq
         })
+    }
+}
+
+/// The real server's refusal of a field label, which differs by kind: custom resources and the
+/// kinds with their own field labels say "field label not supported", Jobs name the kind, and
+/// the rest list the two generic labels.
+fn unsupported(rt: &ResourceType, label: &str) -> String {
+    let own_labels = !crate::resources::builtin_field_labels(&rt.group, &rt.kind).is_empty();
+    if !rt.builtin || (own_labels && rt.kind != "Job") {
+        format!("field label not supported: {label}")
+    } else if rt.kind == "Job" {
+        format!("field label {label:?} not supported for Job")
+    } else {
+        format!(
+            "{label:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        )
     }
 }
 
@@ -170,6 +220,36 @@ mod tests {
         assert!(!sel.matches(&obj(json!({"app": "db", "env": "p", "tier": "cache"}))));
         assert!(!sel.matches(&obj(json!({"app": "db", "env": "p", "legacy": "1"}))));
         assert!(!sel.matches(&obj(json!({"app": "api", "env": "p"}))));
+    }
+
+    #[test]
+    fn field_selectors_name_only_the_kinds_field_labels() {
+        let reg = crate::resources::Registry::default();
+        let kind = |g: &str, p: &str| reg.find(g, "v1", p).expect("served");
+        let pods = kind("", "pods");
+        assert!(FieldSelector::for_kind("status.phase=Running,spec.host=n1", &pods).is_ok());
+        let err = FieldSelector::for_kind("spec.containers=x", &pods).expect_err("refused");
+        assert_eq!(
+            (err.code, err.message.as_str()),
+            (400, "field label not supported: spec.containers")
+        );
+        let err =
+            FieldSelector::for_kind("data.k=v", &kind("", "configmaps")).expect_err("refused");
+        assert_eq!(
+            err.message,
+            r#""data.k" is not a known field selector: only "metadata.name", "metadata.namespace""#
+        );
+        let err = FieldSelector::for_kind("spec.parallelism=1", &kind("batch", "jobs"))
+            .expect_err("refused");
+        assert_eq!(
+            err.message,
+            r#"field label "spec.parallelism" not supported for Job"#
+        );
+        let events = kind("events.k8s.io", "events");
+        let sel = FieldSelector::for_kind("regarding.name=orders", &events).expect("accepted");
+        assert!(sel.matches(&json!({"involvedObject": {"name": "orders"}})));
+        let sel = FieldSelector::for_kind("source=kubelet", &kind("", "events")).expect("accepted");
+        assert!(sel.matches(&json!({"source": {"component": "kubelet"}})));
     }
 
     #[test]

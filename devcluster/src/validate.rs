@@ -100,6 +100,25 @@ pub fn builtin(rt: &ResourceType, obj: &Value, old: Option<&Value>) -> Result<()
             causes.push(required("spec.containers"));
         }
         "Service" => {
+            // With more than one port, each needs a distinct name.
+            let ports = spec["ports"]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            if ports.len() > 1 {
+                let mut seen = std::collections::HashSet::new();
+                for (i, p) in ports.iter().enumerate() {
+                    match p["name"].as_str().filter(|n| !n.is_empty()) {
+                        None => causes.push(required(&format!("spec.ports[{i}].name"))),
+                        Some(n) if !seen.insert(n) => causes.push(cause(
+                            "FieldValueDuplicate",
+                            &format!("spec.ports[{i}].name"),
+                            format!("Duplicate value: \"{n}\""),
+                        )),
+                        Some(_) => {}
+                    }
+                }
+            }
             if let Some(old) = old {
                 let was = old["spec"]["clusterIP"].as_str().unwrap_or_default();
                 let now = spec["clusterIP"].as_str().unwrap_or(was);

@@ -1230,3 +1230,186 @@ async fn an_apply_that_leaves_out_only_defaulted_fields_changes_nothing() {
     }
     dc.shutdown().await;
 }
+
+/// Events are one store served through two groups: written through `events.k8s.io/v1` (as
+/// kube-runtime's Recorder writes them), read and watched through core `v1` and back; a merge
+/// patch through `events.k8s.io` (a repeat's series) shows in core `v1`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_is_served_through_both_event_groups() {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use k8s_openapi::api::events::v1::Event;
+    let dc = start().await;
+    let client = dc.client();
+    let new: Api<Event> = Api::namespaced(client.clone(), "default");
+    let core: Api<CoreEvent> = Api::namespaced(client.clone(), "default");
+    let watch = core
+        .watch(
+            &WatchParams::default().fields("involvedObject.name=orders"),
+            &dc.resource_version().await,
+        )
+        .await
+        .expect("a core watch");
+    let event: Event = serde_json::from_value(json!({
+        "metadata": {"name": "orders.1", "namespace": "default"},
+        "eventTime": "2026-12-01T10:00:00.000000Z",
+        "reportingController": "windlass.dev/host", "reportingInstance": "host-1",
+        "action": "Apply", "reason": "Applied", "type": "Normal",
+        "note": "applied 3 objects",
+        "regarding": {"apiVersion": "v1", "kind": "ConfigMap", "name": "orders", "namespace": "default"},
+    }))
+    .expect("event");
+    new.create(&PostParams::default(), &event)
+        .await
+        .expect("created through events.k8s.io");
+    let seen = core
+        .list(&ListParams::default().fields("involvedObject.name=orders"))
+        .await
+        .expect("listed through v1");
+    assert_eq!(seen.items.len(), 1);
+    let e = &seen.items[0];
+    assert_eq!(e.message.as_deref(), Some("applied 3 objects"));
+    assert_eq!(e.reporting_component.as_deref(), Some("windlass.dev/host"));
+    assert_eq!(e.involved_object.kind.as_deref(), Some("ConfigMap"));
+    let first = std::pin::pin!(watch)
+        .try_next()
+        .await
+        .expect("a watch event")
+        .expect("not ended");
+    match first {
+        kube::api::WatchEvent::Added(e) => {
+            assert_eq!(e.message.as_deref(), Some("applied 3 objects"))
+        }
+        other => panic!("expected ADDED, got {other:?}"),
+    }
+    new.patch(
+        "orders.1",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"series": {"count": 2, "lastObservedTime": "2026-12-01T10:05:00.000000Z"}}),
+        ),
+    )
+    .await
+    .expect("a merge patch through events.k8s.io");
+    let patched = core.get("orders.1").await.expect("read through v1");
+    assert_eq!(patched.series.and_then(|s| s.count), Some(2));
+    assert_eq!(patched.message.as_deref(), Some("applied 3 objects"));
+
+    let legacy: CoreEvent = serde_json::from_value(json!({
+        "metadata": {"name": "orders.2", "namespace": "default"},
+        "involvedObject": {"apiVersion": "v1", "kind": "ConfigMap", "name": "orders", "namespace": "default"},
+        "reason": "Started", "message": "started by hand", "type": "Warning",
+        "source": {"component": "kubectl"},
+        "firstTimestamp": "2026-12-01T10:00:00Z", "lastTimestamp": "2026-12-01T10:00:00Z", "count": 1,
+    }))
+    .expect("core event");
+    core.create(&PostParams::default(), &legacy)
+        .await
+        .expect("created through v1");
+    let read = new
+        .get("orders.2")
+        .await
+        .expect("read through events.k8s.io");
+    assert_eq!(read.note.as_deref(), Some("started by hand"));
+    assert_eq!(read.type_.as_deref(), Some("Warning"));
+    assert_eq!(
+        read.regarding.and_then(|r| r.name).as_deref(),
+        Some("orders")
+    );
+    assert_eq!(read.deprecated_count, Some(1));
+    let listed = new
+        .list(&ListParams::default().fields("regarding.name=orders"))
+        .await
+        .expect("listed through events.k8s.io with a regarding selector");
+    assert_eq!(listed.items.len(), 2);
+    let sources = core
+        .list(&ListParams::default().fields("source=kubectl"))
+        .await
+        .expect("the source field label");
+    assert_eq!(sources.items.len(), 1);
+    let refused = core
+        .list(&ListParams::default().fields("note=x"))
+        .await
+        .map(|_| ())
+        .expect_err("note is not a core field label");
+    assert_eq!(code(refused), 400);
+    dc.shutdown().await;
+}
+
+/// A CRD's scale subresource and selectable fields: the Scale reads and writes the declared
+/// paths; field selectors accept the declared field and refuse others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crds_scale_subresource_and_selectable_fields_work() {
+    let dc = start().await;
+    let client = dc.client();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "pools.test.windlass.dev"},
+        "spec": {"group": "test.windlass.dev", "scope": "Namespaced",
+            "names": {"plural": "pools", "singular": "pool", "kind": "Pool"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.members",
+                    "statusReplicasPath": ".status.members", "labelSelectorPath": ".status.selector"}},
+                "selectableFields": [{"jsonPath": ".spec.color"}],
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {"members": {"type": "integer"}, "color": {"type": "string"}}},
+                    "status": {"type": "object", "properties": {"members": {"type": "integer"}, "selector": {"type": "string"}}}}}}}]}
+    }))
+    .expect("crd");
+    crds.create(&PostParams::default(), &crd)
+        .await
+        .expect("CRD created");
+    established(&crds, "pools.test.windlass.dev").await;
+    let pools = Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        "default",
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("test.windlass.dev", "v1", "Pool"),
+            "pools",
+        ),
+    );
+    for (name, color) in [("blue-pool", "blue"), ("red-pool", "red")] {
+        let pool: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "test.windlass.dev/v1", "kind": "Pool",
+            "metadata": {"name": name}, "spec": {"members": 2, "color": color},
+        }))
+        .expect("pool");
+        pools
+            .create(&PostParams::default(), &pool)
+            .await
+            .expect("pool created");
+    }
+    let scale = pools.get_scale("blue-pool").await.expect("the Scale");
+    assert_eq!(scale.spec.and_then(|s| s.replicas), Some(2));
+    pools
+        .patch_scale(
+            "blue-pool",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 5}})),
+        )
+        .await
+        .expect("scaled");
+    let pool = pools.get("blue-pool").await.expect("read back");
+    assert_eq!(pool.data["spec"]["members"], 5);
+    assert_eq!(
+        pool.data["spec"]["color"], "blue",
+        "the rest of the spec kept"
+    );
+    let blue = pools
+        .list(&ListParams::default().fields("spec.color=blue"))
+        .await
+        .expect("a selectable field");
+    let names: Vec<String> = blue
+        .items
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    assert_eq!(names, vec!["blue-pool".to_string()]);
+    let refused = pools
+        .list(&ListParams::default().fields("spec.members=5"))
+        .await
+        .map(|_| ())
+        .expect_err("spec.members is not selectable");
+    assert_eq!(code(refused), 400);
+    dc.shutdown().await;
+}

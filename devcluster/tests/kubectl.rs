@@ -475,3 +475,414 @@ async fn auth_can_i_and_whoami_answer_for_the_admin() {
     );
     k.shutdown().await;
 }
+
+/// `kubectl scale` goes through the `scale` subresource (`autoscaling/v1` Scale); a stale
+/// resourceVersion on it is a conflict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_sets_replicas_through_the_scale_subresource() {
+    let k = Kubectl::start().await;
+    k.ok(&["apply", "-f", "deployment.yaml"]).await;
+    k.ok(&["scale", "deployment/web", "--replicas=3"]).await;
+    let replicas = k
+        .ok(&[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.spec.replicas}",
+        ])
+        .await;
+    assert_eq!(replicas, "3");
+    let scale: serde_json::Value = serde_json::from_str(
+        &k.ok(&[
+            "get",
+            "deployment",
+            "web",
+            "--subresource=scale",
+            "-o",
+            "json",
+        ])
+        .await,
+    )
+    .expect("a Scale as JSON");
+    assert_eq!(scale["kind"], "Scale", "{scale}");
+    assert_eq!(scale["apiVersion"], "autoscaling/v1", "{scale}");
+    assert_eq!(scale["spec"]["replicas"], 3, "{scale}");
+    assert_eq!(scale["status"]["selector"], "app=web", "{scale}");
+    // kubectl checks `--resource-version` itself; a PUT of a stale Scale is the server's test.
+    let stale_scale = r#"{"apiVersion": "autoscaling/v1", "kind": "Scale",
+        "metadata": {"name": "web", "namespace": "default", "resourceVersion": "1"},
+        "spec": {"replicas": 1}}"#;
+    let stale = k
+        .run_with(
+            &[
+                "replace",
+                "--raw",
+                "/apis/apps/v1/namespaces/default/deployments/web/scale",
+                "-f",
+                "-",
+            ],
+            Some(stale_scale),
+            &[],
+            60,
+        )
+        .await;
+    assert!(
+        !stale.status.success(),
+        "a stale resourceVersion is refused"
+    );
+    assert!(
+        stderr(&stale).contains("the object has been modified"),
+        "{}",
+        stderr(&stale)
+    );
+    let replicas = k
+        .ok(&[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.spec.replicas}",
+        ])
+        .await;
+    assert_eq!(replicas, "3", "the refused scale changed nothing");
+    k.shutdown().await;
+}
+
+/// `kubectl apply --prune` with its default allowlist (which names Endpoints,
+/// ReplicationControllers and Ingresses among others) removes what left the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_prune_removes_what_left_the_manifest() {
+    let k = Kubectl::start().await;
+    let cm = |name: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  labels:\n    app: pruned\ndata:\n  k: v\n"
+        )
+    };
+    k.ok_stdin(
+        &["apply", "--prune", "-l", "app=pruned", "-f", "-"],
+        &format!("{}---\n{}", cm("keep"), cm("drop")),
+    )
+    .await;
+    let out = k
+        .ok_stdin(
+            &["apply", "--prune", "-l", "app=pruned", "-f", "-"],
+            &cm("keep"),
+        )
+        .await;
+    assert!(out.contains("configmap/drop pruned"), "{out}");
+    let gone = k.run(&["get", "configmap", "drop"]).await;
+    assert!(stderr(&gone).contains("not found"), "{}", stderr(&gone));
+    k.ok(&["get", "configmap", "keep"]).await;
+    k.shutdown().await;
+}
+
+/// An event written through `events.k8s.io/v1` (as the host writes them) is one object: it
+/// shows in `kubectl get events` with the real server's columns and in `kubectl events --for`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_events_k8s_io_event_shows_in_kubectl_get_events_and_events_for() {
+    let k = Kubectl::start().await;
+    k.ok(&["apply", "-f", "configmap.yaml"]).await;
+    let uid = k
+        .ok(&["get", "cm", "settings", "-o", "jsonpath={.metadata.uid}"])
+        .await;
+    let event = format!(
+        "apiVersion: events.k8s.io/v1\nkind: Event\nmetadata:\n  name: settings.applied\n  namespace: default\n\
+         eventTime: \"2026-12-01T10:00:00.000000Z\"\nreportingController: windlass.dev/host\n\
+         reportingInstance: host-1\naction: Apply\nreason: Applied\ntype: Normal\n\
+         note: applied the settings for the test\nregarding:\n  apiVersion: v1\n  kind: ConfigMap\n\
+         \x20 name: settings\n  namespace: default\n  uid: {uid}\n"
+    );
+    k.ok_stdin(&["create", "-f", "-"], &event).await;
+    let table = k.ok(&["get", "events", "-n", "default"]).await;
+    let header = table.lines().next().unwrap_or_default();
+    for column in ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"] {
+        assert!(header.contains(column), "{table}");
+    }
+    assert!(!header.starts_with("NAME"), "{table}");
+    let row = table
+        .lines()
+        .find(|l| l.contains("applied the settings for the test"))
+        .unwrap_or_else(|| panic!("the event is listed as a core v1 Event: {table}"));
+    assert!(
+        row.contains("Normal") && row.contains("Applied") && row.contains("configmap/settings"),
+        "{table}"
+    );
+    let core: serde_json::Value = serde_json::from_str(
+        &k.ok(&[
+            "get",
+            "--raw",
+            "/api/v1/namespaces/default/events/settings.applied",
+        ])
+        .await,
+    )
+    .expect("JSON");
+    assert_eq!(core["apiVersion"], "v1", "{core}");
+    assert_eq!(
+        core["message"], "applied the settings for the test",
+        "{core}"
+    );
+    assert_eq!(core["involvedObject"]["name"], "settings", "{core}");
+    assert_eq!(core["reportingComponent"], "windlass.dev/host", "{core}");
+    let for_cm = k.ok(&["events", "--for", "configmap/settings"]).await;
+    assert!(
+        for_cm.contains("applied the settings for the test"),
+        "{for_cm}"
+    );
+    k.shutdown().await;
+}
+
+/// Service and claim tables have the real server's columns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_shows_service_ports_and_claim_capacity_columns() {
+    let k = Kubectl::start().await;
+    // Two ports need a name each, on both servers.
+    let unnamed = k
+        .run_with(
+            &["apply", "-f", "-"],
+            Some("apiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  selector: {app: web}\n  ports:\n  - port: 80\n    targetPort: 8080\n  - name: tls\n    port: 443\n"),
+            &[],
+            60,
+        )
+        .await;
+    assert!(
+        stderr(&unnamed).contains("spec.ports[0].name: Required value"),
+        "{}",
+        stderr(&unnamed)
+    );
+    k.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  selector: {app: web}\n  ports:\n  - name: http\n    port: 80\n    targetPort: 8080\n  - name: tls\n    port: 443\n",
+    )
+    .await;
+    k.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data\nspec:\n  accessModes: [ReadWriteOnce]\n  resources:\n    requests: {storage: 1Gi}\n",
+    )
+    .await;
+    let svc = k.ok(&["get", "service", "web"]).await;
+    let header = svc.lines().next().unwrap_or_default();
+    for column in [
+        "NAME",
+        "TYPE",
+        "CLUSTER-IP",
+        "EXTERNAL-IP",
+        "PORT(S)",
+        "AGE",
+    ] {
+        assert!(header.contains(column), "{svc}");
+    }
+    assert!(
+        svc.contains("80/TCP,443/TCP") && svc.contains("<none>"),
+        "{svc}"
+    );
+    let pvc = k.ok(&["get", "pvc", "data"]).await;
+    let header = pvc.lines().next().unwrap_or_default();
+    for column in [
+        "STATUS",
+        "VOLUME",
+        "CAPACITY",
+        "ACCESS MODES",
+        "STORAGECLASS",
+    ] {
+        assert!(header.contains(column), "{pvc}");
+    }
+    k.shutdown().await;
+}
+
+/// Field selectors name only the fields the server supports for the kind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_field_selector_on_an_unsupported_field_is_refused() {
+    let k = Kubectl::start().await;
+    k.ok(&["apply", "-f", "configmap.yaml"]).await;
+    let out = k
+        .run(&["get", "configmaps", "--field-selector", "data.mode=fast"])
+        .await;
+    assert!(!out.status.success(), "data.mode is not a field label");
+    assert!(
+        stderr(&out).contains(
+            r#""data.mode" is not a known field selector: only "metadata.name", "metadata.namespace""#
+        ),
+        "{}",
+        stderr(&out)
+    );
+    let out = k
+        .run(&["get", "pods", "--field-selector", "spec.containers=x"])
+        .await;
+    assert!(
+        stderr(&out).contains("field label not supported: spec.containers"),
+        "{}",
+        stderr(&out)
+    );
+    let named = k
+        .ok(&[
+            "get",
+            "configmaps",
+            "--field-selector",
+            "metadata.name=settings",
+            "-o",
+            "name",
+        ])
+        .await;
+    assert_eq!(named.trim(), "configmap/settings");
+    let pods = k
+        .run(&["get", "pods", "--field-selector", "status.phase=Running"])
+        .await;
+    assert!(pods.status.success(), "{}", stderr(&pods));
+    k.shutdown().await;
+}
+
+/// kubectl's `create` generators send protobuf bodies; each object reads back as created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_generators_work_with_their_protobuf_bodies() {
+    let k = Kubectl::start().await;
+    k.ok(&["create", "namespace", "shop"]).await;
+    let n = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["-n", "shop"]);
+        all.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    for args in [
+        n(&[
+            "create",
+            "configmap",
+            "settings",
+            "--from-literal=mode=fast",
+        ]),
+        n(&[
+            "create",
+            "secret",
+            "generic",
+            "creds",
+            "--from-literal=password=hunter2",
+        ]),
+        n(&[
+            "create",
+            "deployment",
+            "web",
+            "--image=nginx:1.27",
+            "--replicas=0",
+        ]),
+        n(&["create", "service", "clusterip", "db", "--tcp=5432:5433"]),
+        n(&["create", "serviceaccount", "robot"]),
+        n(&["create", "job", "once", "--image=busybox:1"]),
+        n(&[
+            "create",
+            "cronjob",
+            "nightly",
+            "--image=busybox:1",
+            "--schedule=0 3 * * *",
+        ]),
+        n(&[
+            "create",
+            "role",
+            "reader",
+            "--verb=get,list",
+            "--resource=pods",
+        ]),
+        n(&[
+            "create",
+            "rolebinding",
+            "robot-reads",
+            "--role=reader",
+            "--serviceaccount=shop:robot",
+        ]),
+    ] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        k.ok(&args).await;
+    }
+    let get = |what: &'static str, path: &'static str| {
+        let k = &k;
+        async move {
+            k.ok(&["get", what, "-n", "shop", "-o", &format!("jsonpath={path}")])
+                .await
+        }
+    };
+    assert_eq!(get("configmap/settings", "{.data.mode}").await, "fast");
+    assert_eq!(
+        get("secret/creds", "{.data.password}").await,
+        "aHVudGVyMg=="
+    );
+    assert_eq!(get("secret/creds", "{.type}").await, "Opaque");
+    assert_eq!(get("deployment/web", "{.spec.replicas}").await, "0");
+    assert_eq!(
+        get(
+            "deployment/web",
+            "{.spec.template.spec.containers[0].image}"
+        )
+        .await,
+        "nginx:1.27"
+    );
+    assert_eq!(
+        get(
+            "service/db",
+            "{.spec.ports[0].port}/{.spec.ports[0].targetPort}"
+        )
+        .await,
+        "5432/5433"
+    );
+    assert_eq!(
+        get("job/once", "{.spec.template.spec.restartPolicy}").await,
+        "Never"
+    );
+    assert_eq!(
+        get("cronjob/nightly", "{.spec.schedule}").await,
+        "0 3 * * *"
+    );
+    assert_eq!(
+        get("role/reader", "{.rules[0].verbs}").await,
+        r#"["get","list"]"#
+    );
+    assert_eq!(
+        get(
+            "rolebinding/robot-reads",
+            "{.subjects[0].name}/{.roleRef.name}"
+        )
+        .await,
+        "robot/reader"
+    );
+    k.ok(&["get", "serviceaccount", "robot", "-n", "shop"])
+        .await;
+    k.shutdown().await;
+}
+
+/// `kubectl explain` describes built-in kinds field by field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_describes_built_in_kinds() {
+    let k = Kubectl::start().await;
+    let out = k.ok(&["explain", "deployment.spec.replicas"]).await;
+    assert!(out.contains("KIND:       Deployment"), "{out}");
+    assert!(out.contains("FIELD: replicas <integer>"), "{out}");
+    assert!(out.contains("Number of desired pods"), "{out}");
+    let out = k.ok(&["explain", "pods.spec.containers"]).await;
+    assert!(
+        out.lines()
+            .any(|l| l.trim_start().starts_with("image") && l.contains("<string>")),
+        "{out}"
+    );
+    k.shutdown().await;
+}
+
+/// `kubectl logs` gets a clear refusal from the devcluster, which runs no containers (a real
+/// server answers from the kubelet; the test plane has none, so this is devcluster-only).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_say_the_devcluster_runs_no_containers() {
+    let k = Kubectl::start().await;
+    if k.dc.dev("pods/log").is_none() {
+        k.shutdown().await;
+        return;
+    }
+    k.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: web\n    image: nginx:1.27\n",
+    )
+    .await;
+    let out = k.run(&["logs", "web"]).await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("pods/log is not supported by the devcluster"),
+        "{}",
+        stderr(&out)
+    );
+    k.shutdown().await;
+}

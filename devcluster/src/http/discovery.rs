@@ -98,6 +98,10 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
             resources.push(json!({"name": format!("{}/status", rt.plural), "singularName": "", "namespaced": rt.namespaced,
                 "kind": rt.kind, "verbs": ["get", "patch", "update"]}));
         }
+        if rt.scale.is_some() {
+            resources.push(json!({"name": format!("{}/scale", rt.plural), "singularName": "", "namespaced": rt.namespaced,
+                "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
+        }
     }
     let gv = if group.is_empty() {
         version.to_string()
@@ -124,6 +128,9 @@ mod tests {
             .filter_map(|r| r["name"].as_str())
             .collect();
         assert!(names.contains(&"statefulsets") && names.contains(&"statefulsets/status"));
+        assert!(
+            names.contains(&"statefulsets/scale") && !names.contains(&"controllerrevisions/scale")
+        );
         assert!(resource_list(&reg, "apps", "v2").is_none());
     }
 

@@ -24,8 +24,10 @@ pub(super) fn list(
 ) -> Result<Response> {
     let labels =
         LabelSelector::parse(query.get("labelSelector").map(String::as_str).unwrap_or(""))?;
-    let fields =
-        FieldSelector::parse(query.get("fieldSelector").map(String::as_str).unwrap_or(""))?;
+    let fields = FieldSelector::for_kind(
+        query.get("fieldSelector").map(String::as_str).unwrap_or(""),
+        rt,
+    )?;
     let limit: usize = query
         .get("limit")
         .and_then(|l| l.parse().ok())
@@ -89,7 +91,7 @@ pub(super) fn list(
         if i > 0 {
             out.push(b',');
         }
-        let shown = if o["apiVersion"].as_str() == Some(&api_version) {
+        let shown = if rt.shown_as_stored(o, version) {
             None
         } else {
             Some(present(o, rt, version))

@@ -4,7 +4,9 @@ pub mod discovery;
 mod list;
 pub mod openapi;
 pub mod review;
+pub mod scale;
 pub mod table;
+mod view;
 pub mod watch;
 
 use crate::api::{Cluster, DeleteOpts, WriteOpts};
@@ -201,11 +203,7 @@ fn field_manager(query: &HashMap<String, String>, headers: &HeaderMap) -> String
 }
 
 fn present(obj: &Value, rt: &ResourceType, version: &str) -> Value {
-    let mut o = obj.clone();
-    if o["apiVersion"].as_str() != Some(&rt.api_version(version)) && o["kind"] == rt.kind.as_str() {
-        o["apiVersion"] = json!(rt.api_version(version));
-    }
-    o
+    rt.present(obj, version)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -225,9 +223,19 @@ async fn resource(
     if !rt.namespaced && t.ns.is_some() {
         return Err(ApiError::no_route(path));
     }
+    let subresource_served = |sub: &str| match sub {
+        "status" => rt.status_subresource || rt.kind == "Namespace",
+        "scale" => rt.scale.is_some(),
+        _ => false,
+    };
     if let Some(sub) = &t.sub
-        && (sub != "status" || !(rt.status_subresource || rt.kind == "Namespace"))
+        && !subresource_served(sub)
     {
+        if rt.kind == "Pod" && matches!(sub.as_str(), "log" | "exec" | "attach" | "portforward") {
+            return Err(ApiError::method_not_allowed(format!(
+                "pods/{sub} is not supported by the devcluster: it runs no containers"
+            )));
+        }
         return Err(ApiError::no_route(path));
     }
     let watch = query.get("watch").is_some_and(|w| w == "true" || w == "1");
@@ -275,17 +283,38 @@ async fn resource(
         .get("content-type")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    if content_type.starts_with("application/vnd.kubernetes.protobuf")
-        || content_type.starts_with("application/cbor")
-    {
+    if content_type.starts_with("application/cbor") {
         return Err(ApiError::unsupported_media_type(content_type));
     }
+    let protobuf = content_type.starts_with("application/vnd.kubernetes.protobuf");
     let parse_body = || -> Result<Value> {
+        if protobuf {
+            return crate::protobuf::decode_body(body);
+        }
         serde_json::from_slice(body)
             .or_else(|_| serde_yaml::from_slice(body))
             .map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))
     };
     let name = t.name.clone().unwrap_or_default();
+    if t.sub.as_deref() == Some("scale") {
+        let kind = (verb == "patch")
+            .then(|| PatchType::from_content_type(content_type))
+            .transpose()?;
+        let scale = scale::handle(cluster, &rt, version, &ns, &name, verb, kind, body, &opts)?;
+        return Ok(ok(&scale));
+    }
+    // A view (events.k8s.io Events) is written as the kind it is stored as.
+    let stored = rt
+        .view
+        .map(|v| view::stored_kind(cluster, v).map(|(s, sv)| (v, s, sv)))
+        .transpose()?;
+    let (write_rt, write_version) = stored
+        .as_ref()
+        .map_or((&rt, version), |(_, s, sv)| (s, *sv));
+    let write_body = |body: Value| match &stored {
+        Some((v, _, _)) => view::to_stored(*v, &body),
+        None => body,
+    };
     match verb {
         "get" => {
             let obj = cluster.get(&rt, &ns, &name)?;
@@ -315,8 +344,9 @@ async fn resource(
                 labels: LabelSelector::parse(
                     query.get("labelSelector").map(String::as_str).unwrap_or(""),
                 )?,
-                fields: FieldSelector::parse(
+                fields: FieldSelector::for_kind(
                     query.get("fieldSelector").map(String::as_str).unwrap_or(""),
+                    &rt,
                 )?,
                 since,
                 bookmarks: query
@@ -333,11 +363,24 @@ async fn resource(
             Ok(watch::start(cluster.clone(), req))
         }
         "create" => {
-            let obj = cluster.create(&rt, version, t.ns.as_deref(), parse_body()?, &opts)?;
+            let obj = cluster.create(
+                write_rt,
+                write_version,
+                t.ns.as_deref(),
+                write_body(parse_body()?),
+                &opts,
+            )?;
             Ok(json_response(201, &present(&obj, &rt, version)))
         }
         "update" => {
-            let obj = cluster.update(&rt, version, &ns, &name, parse_body()?, &opts)?;
+            let obj = cluster.update(
+                write_rt,
+                write_version,
+                &ns,
+                &name,
+                write_body(parse_body()?),
+                &opts,
+            )?;
             Ok(ok(&present(&obj, &rt, version)))
         }
         "patch" => {
@@ -346,7 +389,10 @@ async fn resource(
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("");
             let kind = PatchType::from_content_type(ct)?;
-            let obj = cluster.patch(&rt, version, &ns, &name, kind, body, &opts)?;
+            let obj = match rt.view {
+                Some(v) => view::patch(cluster, &rt, version, v, &ns, &name, kind, body, &opts)?,
+                None => cluster.patch(&rt, version, &ns, &name, kind, body, &opts)?,
+            };
             Ok(ok(&present(&obj, &rt, version)))
         }
         "delete" => {
@@ -375,8 +421,10 @@ async fn resource(
         _ => {
             let labels =
                 LabelSelector::parse(query.get("labelSelector").map(String::as_str).unwrap_or(""))?;
-            let fields =
-                FieldSelector::parse(query.get("fieldSelector").map(String::as_str).unwrap_or(""))?;
+            let fields = FieldSelector::for_kind(
+                query.get("fieldSelector").map(String::as_str).unwrap_or(""),
+                &rt,
+            )?;
             let (items, _) = cluster.store.list(&rt.key(), t.ns.as_deref());
             let dopts = DeleteOpts {
                 dry_run: opts.dry_run,

@@ -1,7 +1,10 @@
 //! `meta.k8s.io/v1` Table responses, which `kubectl get` asks for: NAME, the kind's printer
 //! columns (a CRD's additionalPrinterColumns), and AGE where the kind has no columns of its own.
 
-use crate::resources::{PrinterColumn, ResourceType};
+use crate::resources::{
+    ACCESS_MODES, EXTERNAL_IPS, INVOLVED_OBJECT, LAST_SEEN, PORTS, PrinterColumn, ResourceType,
+    View,
+};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -13,9 +16,23 @@ pub fn wants_table(accept: &str) -> bool {
         .is_some_and(|first| first.contains("as=Table"))
 }
 
+/// Events lead with LAST SEEN and show their name last, and only with `-o wide`, as the real
+/// server's table does.
+fn name_last(rt: &ResourceType) -> bool {
+    rt.kind == "Event" && rt.builtin
+}
+
 fn columns(rt: &ResourceType) -> Vec<PrinterColumn> {
     let mut cols = rt.printer_columns.clone();
-    if rt.builtin || cols.is_empty() {
+    if name_last(rt) {
+        cols.push(PrinterColumn {
+            name: "Name".into(),
+            type_: "string".into(),
+            json_path: ".metadata.name".into(),
+            priority: 1,
+            description: String::new(),
+        });
+    } else if rt.builtin || cols.is_empty() {
         cols.push(PrinterColumn {
             name: "Age".into(),
             type_: "date".into(),
@@ -29,9 +46,10 @@ fn columns(rt: &ResourceType) -> Vec<PrinterColumn> {
 
 /// The column definitions.
 pub fn definitions(rt: &ResourceType) -> Value {
-    let mut defs = vec![
-        json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0}),
-    ];
+    let mut defs = Vec::new();
+    if !name_last(rt) {
+        defs.push(json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0}));
+    }
     for c in columns(rt) {
         defs.push(json!({"name": c.name, "type": c.type_, "format": "", "description": c.description, "priority": c.priority}));
     }
@@ -40,9 +58,16 @@ pub fn definitions(rt: &ResourceType) -> Value {
 
 /// One row: cells and the object (whole, or its metadata only, per `includeObject`).
 pub fn row(rt: &ResourceType, obj: &Value, include: &str) -> Value {
-    let mut cells = vec![obj["metadata"]["name"].clone()];
+    // A view's cells are read from the stored shape.
+    let stored = (rt.view == Some(View::EventsV1) && obj["apiVersion"] != "v1")
+        .then(|| crate::events::to_core(obj));
+    let fields = stored.as_ref().unwrap_or(obj);
+    let mut cells = Vec::new();
+    if !name_last(rt) {
+        cells.push(obj["metadata"]["name"].clone());
+    }
     for c in columns(rt) {
-        cells.push(cell(&c, obj));
+        cells.push(cell(&c, fields));
     }
     let object = match include {
         "None" => Value::Null,
@@ -70,7 +95,95 @@ pub fn table(
     json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "columnDefinitions": definitions(rt), "rows": rows})
 }
 
+/// The cells `kubectl get` computes rather than reads.
+fn computed(path: &str, obj: &Value) -> Option<Value> {
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.as_str().map(String::from))
+            .collect()
+    };
+    let text = match path {
+        EXTERNAL_IPS => {
+            let mut ips = strings(&obj["spec"]["externalIPs"]);
+            for i in obj["status"]["loadBalancer"]["ingress"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                if let Some(ip) = i["ip"].as_str().or(i["hostname"].as_str()) {
+                    ips.push(ip.to_string());
+                }
+            }
+            match (ips.is_empty(), obj["spec"]["type"].as_str()) {
+                (false, _) => ips.join(","),
+                (true, Some("LoadBalancer")) => "<pending>".into(),
+                (true, _) => "<none>".into(),
+            }
+        }
+        PORTS => {
+            let ports: Vec<String> = obj["spec"]["ports"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| {
+                    let protocol = p["protocol"].as_str().unwrap_or("TCP");
+                    match p["nodePort"].as_i64() {
+                        Some(node) => format!("{}:{node}/{protocol}", p["port"]),
+                        None => format!("{}/{protocol}", p["port"]),
+                    }
+                })
+                .collect();
+            if ports.is_empty() {
+                "<none>".into()
+            } else {
+                ports.join(",")
+            }
+        }
+        ACCESS_MODES => {
+            let short: Vec<&str> = strings(&obj["spec"]["accessModes"])
+                .iter()
+                .map(|m| match m.as_str() {
+                    "ReadWriteOnce" => "RWO",
+                    "ReadOnlyMany" => "ROX",
+                    "ReadWriteMany" => "RWX",
+                    "ReadWriteOncePod" => "RWOP",
+                    _ => "",
+                })
+                .filter(|m| !m.is_empty())
+                .collect();
+            short.join(",")
+        }
+        LAST_SEEN => {
+            let seen = [
+                &obj["series"]["lastObservedTime"],
+                &obj["lastTimestamp"],
+                &obj["eventTime"],
+                &obj["metadata"]["creationTimestamp"],
+            ]
+            .into_iter()
+            .find_map(Value::as_str)
+            .unwrap_or_default();
+            age(seen)
+        }
+        INVOLVED_OBJECT => {
+            let o = &obj["involvedObject"];
+            format!(
+                "{}/{}",
+                o["kind"].as_str().unwrap_or_default().to_lowercase(),
+                o["name"].as_str().unwrap_or_default()
+            )
+        }
+        _ => return None,
+    };
+    Some(json!(text))
+}
+
 fn cell(c: &PrinterColumn, obj: &Value) -> Value {
+    if let Some(v) = computed(&c.json_path, obj) {
+        return v;
+    }
     if c.json_path == ".status.containerStatuses" {
         let total = obj["spec"]["containers"].as_array().map_or(0, Vec::len);
         let ready = obj["status"]["containerStatuses"]

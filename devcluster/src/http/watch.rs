@@ -62,12 +62,11 @@ impl WatchRequest {
                 t = obj.clone();
             }
             t
-        } else if obj["apiVersion"].as_str() != Some(&self.rt.api_version(&self.version))
-            && obj["kind"] == self.rt.kind.as_str()
+        } else if kind != "BOOKMARK"
+            && kind != "ERROR"
+            && !self.rt.shown_as_stored(obj, &self.version)
         {
-            let mut o = obj.clone();
-            o["apiVersion"] = json!(self.rt.api_version(&self.version));
-            o
+            self.rt.present(obj, &self.version)
         } else {
             return Bytes::from(format!("{{\"type\":\"{kind}\",\"object\":{obj}}}\n"));
         };
@@ -78,7 +77,7 @@ impl WatchRequest {
     /// starts matching is ADDED and one that stops matching is DELETED, as the real server
     /// reports them.
     fn translate(&self, e: &Event) -> Option<Bytes> {
-        if e.key.split_once('/') != Some((self.rt.group.as_str(), self.rt.plural.as_str())) {
+        if !self.rt.stored_under(&e.key) {
             return None;
         }
         let now = self.matches(&e.object);
@@ -92,8 +91,7 @@ impl WatchRequest {
     }
 
     fn event_line(&self, e: &Event) -> Bytes {
-        let plain = !self.table
-            && e.object["apiVersion"].as_str() == Some(&self.rt.api_version(&self.version));
+        let plain = !self.table && self.rt.shown_as_stored(&e.object, &self.version);
         if plain {
             return e
                 .line
