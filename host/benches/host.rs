@@ -25,6 +25,18 @@
 //! Run with `cargo xtask bench host`; `WINDLASS_BENCH_PARENTS` sets N. The xtask builds the
 //! binaries and the plugin and passes their paths in `WINDLASS_BENCH_WINDLASS`,
 //! `WINDLASS_BENCH_NATIVE` and `WINDLASS_BENCH_PLUGIN`.
+//!
+//! `cargo xtask bench host --real` (`WINDLASS_BENCH_CLUSTER=real`) runs both variants against a
+//! real control plane instead (`windlass_kubeplane`: etcd, kube-apiserver and
+//! kube-controller-manager built from source, one per variant, with the workload simulator
+//! playing the kubelet over the API).
+//!
+//! `cargo xtask bench host --callgrind` (`WINDLASS_BENCH_CALLGRIND=1`) counts instructions
+//! instead of seconds, so that two commits can be compared whatever else the machine does: each
+//! operator runs under `valgrind --tool=callgrind` with instrumentation off, switched on just
+//! before the first create and off once every parent has converged; the simulator is off (no
+//! pod becomes ready, so what is counted is each parent's first reconcile and what its own
+//! writes trigger), and the Ready wait, hot swap and restart are skipped.
 
 use std::{
     path::{Path, PathBuf},
@@ -50,6 +62,7 @@ use kube::{
 use serde_json::json;
 use windlass::crd::WasmPlugin;
 use windlass_devcluster::{DevCluster, Options};
+use windlass_kubeplane::ControlPlane;
 
 /// Where the SampleDBs live.
 const NAMESPACE: &str = "bench";
@@ -79,6 +92,10 @@ struct Setup {
     /// More `windlass run` flags, from `WINDLASS_BENCH_RUN_ARGS` (split on whitespace), to try
     /// a setting such as `--debounce-ms 100`.
     windlass_args: Vec<String>,
+    /// Count instructions with callgrind instead of timing (`WINDLASS_BENCH_CALLGRIND`).
+    callgrind: bool,
+    /// A real control plane instead of the devcluster (`WINDLASS_BENCH_CLUSTER=real`).
+    real: bool,
     scratch: tempfile::TempDir,
 }
 
@@ -88,6 +105,8 @@ struct Run {
     ready: Option<Duration>,
     peak_rss: u64,
     rss: u64,
+    /// Instructions from the first create to convergence, in callgrind mode.
+    instructions: Option<u64>,
 }
 
 fn main() -> Result<()> {
@@ -122,6 +141,8 @@ fn main() -> Result<()> {
             .split_whitespace()
             .map(String::from)
             .collect(),
+        callgrind: std::env::var_os("WINDLASS_BENCH_CALLGRIND").is_some_and(|v| v != "0"),
+        real: std::env::var("WINDLASS_BENCH_CLUSTER").is_ok_and(|v| v == "real"),
         scratch: tempfile::tempdir()?,
     };
     tokio::runtime::Builder::new_multi_thread()
@@ -131,6 +152,9 @@ fn main() -> Result<()> {
 }
 
 async fn bench(setup: &Setup) -> Result<()> {
+    if setup.callgrind {
+        return bench_instructions(setup).await;
+    }
     let n = setup.parents;
     eprintln!("(a) windlass run, {n} SampleDBs …");
     let (wasm, swap, restart) = windlass_variant(setup).await?;
@@ -139,7 +163,12 @@ async fn bench(setup: &Setup) -> Result<()> {
 
     println!(
         "host benchmark: {n} SampleDBs (replicas 1) created at once ({IN_FLIGHT} in flight), \
-         a fresh devcluster per variant"
+         a fresh {} per variant",
+        if setup.real {
+            "real control plane (etcd, kube-apiserver, kube-controller-manager; simulated kubelet)"
+        } else {
+            "devcluster"
+        }
     );
     println!(
         "{:<38} {:>11} {:>9} {:>14} {:>14}",
@@ -195,6 +224,98 @@ async fn bench(setup: &Setup) -> Result<()> {
     Ok(())
 }
 
+/// Callgrind mode: instructions to converge, (a) against (b).
+async fn bench_instructions(setup: &Setup) -> Result<()> {
+    let n = setup.parents;
+    eprintln!("(a) windlass run under callgrind, {n} SampleDBs …");
+    let (wasm, _, _) = windlass_variant(setup).await?;
+    eprintln!("(b) native kube-runtime controller under callgrind, {n} SampleDBs …");
+    let native = native_variant(setup).await?;
+    let count = |r: &Run| r.instructions.context("no instruction count");
+    let (a, b) = (count(&wasm)?, count(&native)?);
+    println!(
+        "host benchmark, instructions: {n} SampleDBs (replicas 1) created at once ({IN_FLIGHT} \
+         in flight), simulator off, counted from the first create to convergence"
+    );
+    println!("(a) windlass run, storage plugin (wasm)  {a:>16}");
+    println!("(b) native kube-runtime controller       {b:>16}");
+    println!(
+        "ratio instructions a/b (converge) {:>6.3}",
+        a as f64 / b as f64
+    );
+    println!(
+        "per parent: (a) {:.0}, (b) {:.0}",
+        a as f64 / n as f64,
+        b as f64 / n as f64
+    );
+    Ok(())
+}
+
+/// Runs `callgrind_control ARGS PID`.
+fn callgrind_control(args: &[&str], pid: u32) -> Result<()> {
+    let status = Command::new("callgrind_control")
+        .args(args)
+        .arg(pid.to_string())
+        .stdout(Stdio::null())
+        .status()
+        .context("running callgrind_control (Debian package valgrind)")?;
+    if !status.success() {
+        bail!("callgrind_control {args:?} {pid}: {status}");
+    }
+    Ok(())
+}
+
+/// The `totals:` (or `summary:`) instruction count of every callgrind dump whose name starts
+/// with `prefix`.
+fn callgrind_totals(dir: &Path, prefix: &str) -> Result<u64> {
+    let mut total = 0;
+    let mut dumps = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if !name.starts_with(prefix) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path)?;
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("totals:"))
+            .or_else(|| text.lines().find(|l| l.starts_with("summary:")))
+            .with_context(|| format!("no totals in {}", path.display()))?;
+        let ir: u64 = line
+            .split_whitespace()
+            .nth(1)
+            .context("an empty totals line")?
+            .parse()?;
+        total += ir;
+        dumps += 1;
+    }
+    if dumps == 0 {
+        bail!("no callgrind dump {prefix}* in {}", dir.display());
+    }
+    Ok(total)
+}
+
+/// A command for an operator binary: the binary itself, or valgrind running it in callgrind
+/// mode with instrumentation off (`converge` turns it on).
+fn operator_command(setup: &Setup, binary: &Path, log: &str) -> Command {
+    if !setup.callgrind {
+        return Command::new(binary);
+    }
+    let mut cmd = Command::new("valgrind");
+    cmd.args(["--tool=callgrind", "--instr-atstart=no"])
+        .arg(format!(
+            "--callgrind-out-file={}",
+            setup
+                .scratch
+                .path()
+                .join(format!("{log}.callgrind"))
+                .display()
+        ))
+        .arg(binary);
+    cmd
+}
+
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
@@ -235,7 +356,7 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Progress, Progress)> {
         )
         .await?;
     let windlass_args = |log: &str| -> Result<Command> {
-        let mut cmd = Command::new(&setup.windlass);
+        let mut cmd = operator_command(setup, &setup.windlass, log);
         cmd.arg("--no-cache")
             .arg("run")
             .arg("--kubeconfig")
@@ -256,7 +377,16 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Progress, Progress)> {
         ready.then_some(())
     })
     .await?;
-    let run = converge(setup, &client, &mut process).await?;
+    let run = converge(setup, &client, &mut process, "windlass-1.log").await?;
+    if setup.callgrind {
+        process.kill();
+        cluster.shutdown().await;
+        let skipped = Progress {
+            first: None,
+            all: None,
+        };
+        return Ok((run, skipped.clone(), skipped));
+    }
 
     let set_image = |image: &'static str| {
         let wasm_plugins = wasm_plugins.clone();
@@ -294,25 +424,86 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Progress, Progress)> {
 /// (b): converge and memory.
 async fn native_variant(setup: &Setup) -> Result<Run> {
     let (cluster, client, kubeconfig) = fresh_cluster(setup, "native").await?;
-    let mut cmd = Command::new(&setup.native);
+    let mut cmd = operator_command(setup, &setup.native, "native.log");
     cmd.arg("--kubeconfig").arg(&kubeconfig);
     redirect(&mut cmd, &setup.scratch.path().join("native.log"))?;
     let mut process = Operator::spawn(cmd, "native.log", setup)?;
-    let run = converge(setup, &client, &mut process).await?;
+    let run = converge(setup, &client, &mut process, "native.log").await?;
     process.kill();
     cluster.shutdown().await;
     Ok(run)
 }
 
-/// A devcluster with the CRDs and namespaces, and a kubeconfig for it.
-async fn fresh_cluster(setup: &Setup, name: &str) -> Result<(DevCluster, Client, PathBuf)> {
-    let cluster = DevCluster::start(Options::default()).await?;
+/// What a variant runs against.
+enum Cluster {
+    Dev(DevCluster),
+    /// A real control plane and the simulator playing the kubelet over its API (if on).
+    Real(ControlPlane, Option<tokio::task::JoinHandle<()>>),
+}
+
+impl Cluster {
+    async fn shutdown(self) {
+        match self {
+            Cluster::Dev(dev) => dev.shutdown().await,
+            Cluster::Real(plane, simulator) => {
+                if let Some(s) = simulator {
+                    s.abort();
+                }
+                plane.stop();
+            }
+        }
+    }
+}
+
+/// A devcluster (or a real control plane) with the CRDs and namespaces, and a kubeconfig.
+async fn fresh_cluster(setup: &Setup, name: &str) -> Result<(Cluster, Client, PathBuf)> {
     let kubeconfig = setup.scratch.path().join(format!("{name}.kubeconfig"));
-    cluster.write_kubeconfig(&kubeconfig)?;
-    let client = cluster.client();
+    let simulator = !setup.callgrind;
+    let (cluster, client) = if setup.real {
+        let plane = ControlPlane::start().await?;
+        std::fs::copy(plane.kubeconfig(), &kubeconfig)?;
+        let client = plane.client().await?;
+        let sim = simulator.then(|| {
+            tokio::spawn(windlass_devcluster::simulator::remote::run(
+                client.clone(),
+                windlass_devcluster::simulator::Config::from(&Options::default()),
+            ))
+        });
+        (Cluster::Real(plane, sim), client)
+    } else {
+        let dev = DevCluster::start(Options {
+            simulator,
+            ..Options::default()
+        })
+        .await?;
+        dev.write_kubeconfig(&kubeconfig)?;
+        let client = dev.client();
+        (Cluster::Dev(dev), client)
+    };
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in windlass::crd::all() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
         crds.create(&PostParams::default(), &crd).await?;
+        // A real API server serves a new kind only once its CRD is Established.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let established = crds
+                .get(&name)
+                .await?
+                .status
+                .and_then(|s| s.conditions)
+                .is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                });
+            if established {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("CRD {name} not Established after 60 s");
+            }
+            tokio::time::sleep(POLL).await;
+        }
     }
     let namespaces: Api<Namespace> = Api::all(client.clone());
     for ns in [SYSTEM, NAMESPACE] {
@@ -332,8 +523,19 @@ fn sampledbs(client: &Client) -> Api<DynamicObject> {
 
 /// Creates the parents at once and times convergence (then readiness); reads the process's
 /// memory after.
-async fn converge(setup: &Setup, client: &Client, process: &mut Operator) -> Result<Run> {
+async fn converge(
+    setup: &Setup,
+    client: &Client,
+    process: &mut Operator,
+    log: &str,
+) -> Result<Run> {
     let api = sampledbs(client);
+    if setup.callgrind {
+        // The operator has listed and watched (its caches are the first thing it waits for);
+        // give it a moment to settle so that start-up work is not counted.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        callgrind_control(&["--instr=on"], process.child.id())?;
+    }
     let started = Instant::now();
     futures::stream::iter(0..setup.parents)
         .map(|i| {
@@ -373,6 +575,20 @@ async fn converge(setup: &Setup, client: &Client, process: &mut Operator) -> Res
         created.as_secs_f64(),
         converge.as_secs_f64()
     );
+    if setup.callgrind {
+        let pid = process.child.id();
+        callgrind_control(&["--instr=off"], pid)?;
+        callgrind_control(&["--dump"], pid)?;
+        let instructions = callgrind_totals(setup.scratch.path(), &format!("{log}.callgrind"))?;
+        eprintln!("  {instructions} instructions");
+        return Ok(Run {
+            converge,
+            ready: None,
+            peak_rss: 0,
+            rss: 0,
+            instructions: Some(instructions),
+        });
+    }
     let ready = watch_until(
         api,
         setup.parents,
@@ -392,6 +608,7 @@ async fn converge(setup: &Setup, client: &Client, process: &mut Operator) -> Res
         ready,
         peak_rss,
         rss,
+        instructions: None,
     })
 }
 

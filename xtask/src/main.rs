@@ -12,7 +12,9 @@
 //! - `render`: builds the plugins and renders `examples/sampledb.yaml` with the storage plugin.
 //! - `bench runtime`: native vs wasm (fresh, reused) vs HTTP webhook, printing ratios.
 //! - `bench host [--parents N]`: `windlass run` vs a native kube-runtime controller on N
-//!   SampleDBs (default 1,000): convergence time, peak RSS, hot swap vs restart.
+//!   SampleDBs (default 1,000): convergence time, peak RSS, hot swap vs restart; with
+//!   `--callgrind`, instructions to converge under valgrind instead (machine-independent);
+//!   with `--real`, against the pinned real control plane instead of the devcluster.
 
 use std::{
     path::{Path, PathBuf},
@@ -45,12 +47,11 @@ fn main() -> Result<()> {
         ["render", rest @ ..] => render(rest),
         ["dev", rest @ ..] => dev(rest),
         ["bench", "runtime"] => cargo(&["bench", "-p", "windlass", "--bench", "runtime"]),
-        ["bench", "host"] => bench_host(None),
-        ["bench", "host", "--parents", n] => bench_host(Some(n)),
+        ["bench", "host", rest @ ..] => bench_host(rest),
         _ => {
             eprintln!(
                 "usage: cargo xtask <ci | plugins | kube | dev [ARGS…] | render [ARGS…] | \
-                 bench runtime | bench host [--parents N]>"
+                 bench runtime | bench host [--parents N] [--callgrind] [--real]>"
             );
             bail!("unknown task {args:?}")
         }
@@ -162,9 +163,24 @@ fn dev(extra: &[&str]) -> Result<()> {
 }
 
 /// Builds what the host benchmark spawns — the release `windlass` binary, the native
-/// controller example and the storage plugin — then runs it. `parents` overrides
-/// `WINDLASS_BENCH_PARENTS` (default 1,000).
-fn bench_host(parents: Option<&str>) -> Result<()> {
+/// controller example and the storage plugin — then runs it. `--parents N` overrides
+/// `WINDLASS_BENCH_PARENTS` (default 1,000); `--callgrind` counts instructions.
+fn bench_host(args: &[&str]) -> Result<()> {
+    let mut parents = None;
+    let mut callgrind = false;
+    let mut real = false;
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match *arg {
+            "--parents" => parents = Some(*rest.next().context("--parents needs a number")?),
+            "--callgrind" => callgrind = true,
+            "--real" => real = true,
+            other => {
+                bail!("bench host: unknown argument {other:?} (--parents N, --callgrind, --real)")
+            }
+        }
+    }
+    let kube_bin = real.then(kube).transpose()?;
     let plugins = plugins()?;
     let storage = plugins
         .iter()
@@ -187,6 +203,13 @@ fn bench_host(parents: Option<&str>) -> Result<()> {
         n.parse::<usize>()
             .with_context(|| format!("--parents {n:?}: not a number"))?;
         cmd.env("WINDLASS_BENCH_PARENTS", n);
+    }
+    if callgrind {
+        cmd.env("WINDLASS_BENCH_CALLGRIND", "1");
+    }
+    if let Some(bin) = kube_bin {
+        cmd.env("WINDLASS_BENCH_CLUSTER", "real")
+            .env("WINDLASS_KUBE_BIN", bin);
     }
     run(&mut cmd)
 }
