@@ -3,8 +3,10 @@
 
 use crate::error::{ApiError, Cause, Result};
 use crate::resources::{PrinterColumn, ResourceType, ScalePaths};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::time::Duration;
 
 /// The resource a CRD defines.
 ///
@@ -145,6 +147,38 @@ pub fn resource_type(crd: &Value) -> Result<ResourceType> {
             .collect(),
         view: None,
     })
+}
+
+/// A client's wait until the CRD `name` is Established: a real API server serves a new kind
+/// only then (a moment after the create), the devcluster at once. Polls every 100 ms.
+///
+/// # Errors
+/// A failed read, or not Established within `timeout`, naming the CRD.
+pub async fn wait_established(
+    crds: &kube::Api<CustomResourceDefinition>,
+    name: &str,
+    timeout: Duration,
+) -> std::result::Result<(), String> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let established = crds
+            .get(name)
+            .await
+            .map_err(|e| format!("reading CRD {name}: {e}"))?
+            .status
+            .and_then(|s| s.conditions)
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+            });
+        if established {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(format!("CRD {name} is not Established after {timeout:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// The status the real server gives an accepted CRD.

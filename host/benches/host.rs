@@ -485,25 +485,9 @@ async fn fresh_cluster(setup: &Setup, name: &str) -> Result<(Cluster, Client, Pa
         let name = crd.metadata.name.clone().unwrap_or_default();
         crds.create(&PostParams::default(), &crd).await?;
         // A real API server serves a new kind only once its CRD is Established.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let established = crds
-                .get(&name)
-                .await?
-                .status
-                .and_then(|s| s.conditions)
-                .is_some_and(|c| {
-                    c.iter()
-                        .any(|c| c.type_ == "Established" && c.status == "True")
-                });
-            if established {
-                break;
-            }
-            if Instant::now() > deadline {
-                bail!("CRD {name} not Established after 60 s");
-            }
-            tokio::time::sleep(POLL).await;
-        }
+        windlass_devcluster::crd::wait_established(&crds, &name, Duration::from_secs(60))
+            .await
+            .map_err(anyhow::Error::msg)?;
     }
     let namespaces: Api<Namespace> = Api::all(client.clone());
     for ns in [SYSTEM, NAMESPACE] {

@@ -115,22 +115,9 @@ async fn install(cluster: Option<DevCluster>, client: Client, config: DevConfig)
     // A real API server serves a new kind only once its CRD is Established.
     for crd in crate::crd::all() {
         let name = crd.metadata.name.clone().unwrap_or_default();
-        let deadline = tokio::time::Instant::now() + CRD_ESTABLISHED_TIMEOUT;
-        loop {
-            let established = crds.get(&name).await?.status.is_some_and(|s| {
-                s.conditions
-                    .iter()
-                    .flatten()
-                    .any(|c| c.type_ == "Established" && c.status == "True")
-            });
-            if established {
-                break;
-            }
-            if tokio::time::Instant::now() > deadline {
-                bail!("CRD {name} is not Established after {CRD_ESTABLISHED_TIMEOUT:?}");
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        windlass_devcluster::crd::wait_established(&crds, &name, CRD_ESTABLISHED_TIMEOUT)
+            .await
+            .map_err(anyhow::Error::msg)?;
     }
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": SYSTEM_NAMESPACE}}))?;

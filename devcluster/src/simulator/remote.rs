@@ -319,26 +319,7 @@ pub async fn install_snapshot_api(client: &Client) -> Result<(), String> {
             Err(kube::Error::Api(s)) if s.code == 409 => {}
             Err(e) => return Err(format!("creating CRD {name}: {e}")),
         }
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
-        loop {
-            let established = crds
-                .get(&name)
-                .await
-                .map_err(|e| format!("reading CRD {name}: {e}"))?
-                .status
-                .and_then(|s| s.conditions)
-                .is_some_and(|c| {
-                    c.iter()
-                        .any(|c| c.type_ == "Established" && c.status == "True")
-                });
-            if established {
-                break;
-            }
-            if tokio::time::Instant::now() > deadline {
-                return Err(format!("CRD {name} is not Established after 30s"));
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
+        crate::crd::wait_established(&crds, &name, std::time::Duration::from_secs(30)).await?;
     }
     Ok(())
 }
