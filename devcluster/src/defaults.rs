@@ -18,15 +18,34 @@ fn or(obj: &mut Value, key: &str, value: Value) {
     }
 }
 
+/// A Secret's `stringData` is write-only, as on a real API server: each value is stored in
+/// `data`, base64-encoded (over a `data` key of the same name), and `stringData` is dropped.
+fn merge_string_data(secret: &mut Value) {
+    let Some(Value::Object(strings)) = secret.as_object_mut().and_then(|m| m.remove("stringData"))
+    else {
+        return;
+    };
+    if !secret["data"].is_object() {
+        secret["data"] = json!({});
+    }
+    for (key, value) in strings {
+        let bytes = value.as_str().unwrap_or_default().as_bytes().to_vec();
+        secret["data"][key.as_str()] =
+            serde_json::to_value(k8s_openapi::ByteString(bytes)).unwrap_or_default();
+    }
+}
+
 /// Defaults a built-in object about to be stored.
 pub fn apply(rt: &ResourceType, obj: &mut Value) {
     if !rt.builtin {
         return;
     }
-    // A Secret without a type (or with an empty one) is Opaque.
-    if rt.group.is_empty() && rt.kind == "Secret" && obj["type"].as_str().is_none_or(str::is_empty)
-    {
-        obj["type"] = json!("Opaque");
+    if rt.group.is_empty() && rt.kind == "Secret" {
+        // A Secret without a type (or with an empty one) is Opaque.
+        if obj["type"].as_str().is_none_or(str::is_empty) {
+            obj["type"] = json!("Opaque");
+        }
+        merge_string_data(obj);
     }
     if !obj["spec"].is_object() {
         return;
@@ -161,5 +180,23 @@ fn container(c: &mut Value) {
         for p in ports {
             or(p, "protocol", json!("TCP"));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_secrets_string_data_is_stored_base64_in_data() {
+        let mut secret = json!({
+            "data": {"a": "eA==", "b": "eQ=="},
+            "stringData": {"b": "two", "c": "three"},
+        });
+        merge_string_data(&mut secret);
+        assert_eq!(
+            secret,
+            json!({"data": {"a": "eA==", "b": "dHdv", "c": "dGhyZWU="}})
+        );
     }
 }

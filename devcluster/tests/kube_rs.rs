@@ -159,6 +159,40 @@ async fn configmaps_go_through_create_get_list_update_and_delete() {
 }
 
 #[tokio::test]
+async fn a_secrets_string_data_is_written_into_data_and_never_stored() {
+    let dc = start().await;
+    let api: Api<k8s_openapi::api::core::v1::Secret> = Api::default_namespaced(dc.client());
+    let secret = serde_json::from_value(json!({
+        "metadata": {"name": "creds"},
+        "data": {"user": "YWRtaW4="},
+        "stringData": {"password": "s3cret"},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &secret)
+        .await
+        .expect("create");
+    let stored = serde_json::to_value(api.get("creds").await.expect("get")).unwrap();
+    assert_eq!(
+        stored["data"],
+        json!({"user": "YWRtaW4=", "password": "czNjcmV0"}),
+        "{stored}"
+    );
+    assert!(stored.get("stringData").is_none(), "{stored}");
+    assert_eq!(stored["type"], "Opaque");
+    // On update too, over a key of the same name.
+    api.patch(
+        "creds",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"stringData": {"user": "root"}})),
+    )
+    .await
+    .expect("patch");
+    let stored = serde_json::to_value(api.get("creds").await.expect("get")).unwrap();
+    assert_eq!(stored["data"]["user"], "cm9vdA==", "{stored}");
+    assert!(stored.get("stringData").is_none(), "{stored}");
+}
+
+#[tokio::test]
 async fn lists_page_with_limit_and_continue() {
     let dc = start().await;
     let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
