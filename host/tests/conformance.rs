@@ -167,6 +167,7 @@ fn every_plugin_passes_its_conformance_cases() {
     let bless = std::env::var_os("WINDLASS_BLESS").is_some();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases");
     let mut ran = 0;
+    let mut failed = Vec::new();
     for subject in subjects() {
         let plugin = Arc::new(
             runtime
@@ -190,138 +191,168 @@ fn every_plugin_passes_its_conformance_cases() {
                 subject.dir,
                 case.file_name().unwrap().to_string_lossy()
             );
-            let parent = read_yaml(&case.join("parent.yaml"))
-                .expect("parent.yaml")
-                .remove(0);
-            let phase = match std::fs::read_to_string(case.join("phase.txt")) {
-                Ok(p) if p.trim() == "finalize" => Phase::Finalize,
-                Ok(p) if p.trim() == "reconcile" => Phase::Reconcile,
-                Ok(p) => panic!("{name}: phase.txt says {p:?}"),
-                Err(_) => Phase::Reconcile,
-            };
-            let mut config =
-                read_yaml(&case.join("config.yaml")).map_or(json!({}), |mut c| c.remove(0));
-            // As `windlass dev` and the Helm preset configure them: the operator names the
-            // shared backup volume, which is what lets their pods mount it.
-            if matches!(plugin.name(), "sampledb-backup" | "sampledb-upgrade")
-                && config.get("backupClaim").is_none()
-                && let Some(map) = config.as_object_mut()
-            {
-                map.insert("backupClaim".into(), json!(windlass::dev::BACKUP_CLAIM));
+            // Every case runs whatever an earlier one did: one report names all that fail.
+            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run_case(&subject, &plugin, &case, bless)
+            }));
+            match run {
+                Ok(()) => ran += 1,
+                Err(panic) => failed.push(format!("{name}: {}", panic_text(&*panic))),
             }
-            let input = Input {
-                phase,
-                parent,
-                observed: read_yaml(&case.join("observed.yaml")).unwrap_or_default(),
-                desired: read_yaml(&case.join("desired.yaml")).unwrap_or_default(),
-                config,
-                secrets: plugin.name() == "sampledb-storage",
-            };
-            let mut stage = Stage::new(plugin.clone());
-            stage.config = input.config.clone();
-            // As `windlass dev` and the Helm preset grant it: the storage plugin sees Secrets.
-            if plugin.name() == "sampledb-storage" {
-                stage.grants = windlass::policy::Grants::Kinds(
-                    windlass::dev::STORAGE_GRANTS
-                        .iter()
-                        .map(|s| s.to_string())
-                        .collect(),
-                );
-            }
-            let pipeline = Pipeline {
-                stages: vec![stage],
-                policy: Default::default(),
-            };
-            let result = pipeline.run_after(
-                phase,
-                &input.parent,
-                &input.observed,
-                &input.desired,
-                "2026-01-01T00:00:00Z",
-                &|_, _, _| {},
-            );
-
-            if let Ok(expected_error) = std::fs::read_to_string(case.join("error.txt")) {
-                let err = result
-                    .err()
-                    .unwrap_or_else(|| panic!("{name}: expected an error"));
-                assert_eq!(err.to_string(), expected_error.trim(), "{name}");
-                if let Some(native) = subject.native {
-                    let native_err = native(&input).expect_err("native run fails too");
-                    assert!(
-                        expected_error.trim().ends_with(&native_err),
-                        "{name}: native said {native_err}"
-                    );
-                }
-                ran += 1;
-                continue;
-            }
-            let outcome = result.unwrap_or_else(|e| panic!("{name}: {e}"));
-            let mut got = render::to_json(&outcome);
-            let got_finalized = got["finalized"].take();
-            let mut got = json!({
-                "desired": got["desired"].take(),
-                "status": got["status"].take(),
-                "conditions": got["conditions"].take(),
-                "events": got["events"].take(),
-            });
-            // In the finalize phase, whether the plugin let the parent go is the point.
-            if phase == Phase::Finalize {
-                got["finalized"] = got_finalized;
-            }
-            let expected_path = case.join("expected.yaml");
-            // Placeholders the old expectation held survive a bless where they still match.
-            if let Some(mut old) = read_yaml(&expected_path) {
-                match_random(&mut got, &old.remove(0));
-            }
-            if bless {
-                std::fs::write(&expected_path, serde_yaml::to_string(&got).unwrap()).unwrap();
-            }
-            let expected = read_yaml(&expected_path)
-                .unwrap_or_else(|| panic!("{name}: no expected.yaml or error.txt"))
-                .remove(0);
-            match_random(&mut got, &expected);
-            assert_eq!(got, expected, "{name}: wasm run differs from expected.yaml");
-            if let Some(native) = subject.native {
-                let (desired, mut status) =
-                    native(&input).unwrap_or_else(|e| panic!("{name}: native: {e}"));
-                // The policy fills in the parent's namespace; the plugin itself may leave it
-                // out: compare without it.
-                let strip = |objects: Vec<Value>| {
-                    let mut objects = Value::Array(
-                        objects
-                            .into_iter()
-                            .map(|mut o| {
-                                if let Some(m) = o["metadata"].as_object_mut() {
-                                    m.remove("namespace");
-                                }
-                                o
-                            })
-                            .collect(),
-                    );
-                    match_random(&mut objects, &expected["desired"]);
-                    objects
-                };
-                let wasm_desired = strip(
-                    outcome
-                        .desired
-                        .iter()
-                        .map(|d| d.object.object.clone())
-                        .collect(),
-                );
-                let desired_value = strip(desired);
-                match_random(&mut status, &expected["status"]);
-                assert_eq!(
-                    wasm_desired, desired_value,
-                    "{name}: native and wasm desired sets differ"
-                );
-                assert_eq!(
-                    got["status"], status,
-                    "{name}: native and wasm status differ"
-                );
-            }
-            ran += 1;
         }
     }
+    assert!(
+        failed.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failed.len(),
+        ran + failed.len(),
+        failed.join("\n")
+    );
     assert!(ran >= 40, "ran only {ran} cases");
+}
+
+/// The message a panic carried.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "panicked".into())
+}
+
+/// Runs one case; panics (with the case's name) on any difference.
+fn run_case(subject: &Subject, plugin: &Arc<windlass::runtime::Plugin>, case: &Path, bless: bool) {
+    let name = format!(
+        "{}/{}",
+        subject.dir,
+        case.file_name().unwrap().to_string_lossy()
+    );
+    let parent = read_yaml(&case.join("parent.yaml"))
+        .expect("parent.yaml")
+        .remove(0);
+    let phase = match std::fs::read_to_string(case.join("phase.txt")) {
+        Ok(p) if p.trim() == "finalize" => Phase::Finalize,
+        Ok(p) if p.trim() == "reconcile" => Phase::Reconcile,
+        Ok(p) => panic!("{name}: phase.txt says {p:?}"),
+        Err(_) => Phase::Reconcile,
+    };
+    let mut config = read_yaml(&case.join("config.yaml")).map_or(json!({}), |mut c| c.remove(0));
+    // As `windlass dev` and the Helm preset configure them: the operator names the
+    // shared backup volume, which is what lets their pods mount it.
+    if matches!(plugin.name(), "sampledb-backup" | "sampledb-upgrade")
+        && config.get("backupClaim").is_none()
+        && let Some(map) = config.as_object_mut()
+    {
+        map.insert("backupClaim".into(), json!(windlass::dev::BACKUP_CLAIM));
+    }
+    let input = Input {
+        phase,
+        parent,
+        observed: read_yaml(&case.join("observed.yaml")).unwrap_or_default(),
+        desired: read_yaml(&case.join("desired.yaml")).unwrap_or_default(),
+        config,
+        secrets: plugin.name() == "sampledb-storage",
+    };
+    let mut stage = Stage::new(plugin.clone());
+    stage.config = input.config.clone();
+    // As `windlass dev` and the Helm preset grant it: the storage plugin sees Secrets.
+    if plugin.name() == "sampledb-storage" {
+        stage.grants = windlass::policy::Grants::Kinds(
+            windlass::dev::STORAGE_GRANTS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        );
+    }
+    let pipeline = Pipeline {
+        stages: vec![stage],
+        policy: Default::default(),
+    };
+    let result = pipeline.run_after(
+        phase,
+        &input.parent,
+        &input.observed,
+        &input.desired,
+        "2026-01-01T00:00:00Z",
+        &|_, _, _| {},
+    );
+
+    if let Ok(expected_error) = std::fs::read_to_string(case.join("error.txt")) {
+        let err = result
+            .err()
+            .unwrap_or_else(|| panic!("{name}: expected an error"));
+        assert_eq!(err.to_string(), expected_error.trim(), "{name}");
+        if let Some(native) = subject.native {
+            let native_err = native(&input).expect_err("native run fails too");
+            assert!(
+                expected_error.trim().ends_with(&native_err),
+                "{name}: native said {native_err}"
+            );
+        }
+        return;
+    }
+    let outcome = result.unwrap_or_else(|e| panic!("{name}: {e}"));
+    let mut got = render::to_json(&outcome);
+    let got_finalized = got["finalized"].take();
+    let mut got = json!({
+        "desired": got["desired"].take(),
+        "status": got["status"].take(),
+        "conditions": got["conditions"].take(),
+        "events": got["events"].take(),
+    });
+    // In the finalize phase, whether the plugin let the parent go is the point.
+    if phase == Phase::Finalize {
+        got["finalized"] = got_finalized;
+    }
+    let expected_path = case.join("expected.yaml");
+    // Placeholders the old expectation held survive a bless where they still match.
+    if let Some(mut old) = read_yaml(&expected_path) {
+        match_random(&mut got, &old.remove(0));
+    }
+    if bless {
+        std::fs::write(&expected_path, serde_yaml::to_string(&got).unwrap()).unwrap();
+    }
+    let expected = read_yaml(&expected_path)
+        .unwrap_or_else(|| panic!("{name}: no expected.yaml or error.txt"))
+        .remove(0);
+    match_random(&mut got, &expected);
+    assert_eq!(got, expected, "{name}: wasm run differs from expected.yaml");
+    if let Some(native) = subject.native {
+        let (desired, mut status) =
+            native(&input).unwrap_or_else(|e| panic!("{name}: native: {e}"));
+        // The policy fills in the parent's namespace; the plugin itself may leave it
+        // out: compare without it.
+        let strip = |objects: Vec<Value>| {
+            let mut objects = Value::Array(
+                objects
+                    .into_iter()
+                    .map(|mut o| {
+                        if let Some(m) = o["metadata"].as_object_mut() {
+                            m.remove("namespace");
+                        }
+                        o
+                    })
+                    .collect(),
+            );
+            match_random(&mut objects, &expected["desired"]);
+            objects
+        };
+        let wasm_desired = strip(
+            outcome
+                .desired
+                .iter()
+                .map(|d| d.object.object.clone())
+                .collect(),
+        );
+        let desired_value = strip(desired);
+        match_random(&mut status, &expected["status"]);
+        assert_eq!(
+            wasm_desired, desired_value,
+            "{name}: native and wasm desired sets differ"
+        );
+        assert_eq!(
+            got["status"], status,
+            "{name}: native and wasm status differ"
+        );
+    }
 }
