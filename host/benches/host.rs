@@ -31,12 +31,18 @@
 //! kube-controller-manager built from source, one per variant, with the workload simulator
 //! playing the kubelet over the API).
 //!
-//! `cargo xtask bench host --callgrind` (`WINDLASS_BENCH_CALLGRIND=1`) counts instructions
-//! instead of seconds, so that two commits can be compared whatever else the machine does: each
-//! operator runs under `valgrind --tool=callgrind` with instrumentation off, switched on just
-//! before the first create and off once every parent has converged; the simulator is off (no
-//! pod becomes ready, so what is counted is each parent's first reconcile and what its own
-//! writes trigger), and the Ready wait, hot swap and restart are skipped.
+//! `cargo xtask bench host --callgrind` (`WINDLASS_BENCH_CALLGRIND=1`) counts instructions per
+//! reconcile instead of seconds, so that two commits can be compared whatever else the machine
+//! does: windlass runs under `valgrind --tool=callgrind` with instrumentation off, switched on
+//! just before the first create and off after a fixed window (`WINDLASS_BENCH_WINDOW` seconds,
+//! default 300); the instructions are divided by the reconciles the host counted in that window
+//! (its `windlass_reconciles_total`). A fixed window, not convergence: under valgrind's slowdown
+//! the requeues of waiting parents fill every reconcile slot and some parents are not reconciled
+//! for minutes. The simulator is off (no pod becomes ready: nearly every reconcile is a requeued
+//! parent whose children and status are already as desired, the steady state of a host), the
+//! native variant, Ready wait, hot swap and restart are skipped. To compare two commits, run it
+//! once per commit, with `WINDLASS_BENCH_WINDLASS` naming the other commit's binary;
+//! `WINDLASS_BENCH_CALLGRIND_OUT=DIR` keeps the dumps for `callgrind_annotate`.
 
 use std::{
     path::{Path, PathBuf},
@@ -96,6 +102,8 @@ struct Setup {
     callgrind: bool,
     /// A real control plane instead of the devcluster (`WINDLASS_BENCH_CLUSTER=real`).
     real: bool,
+    /// How long instructions are counted in callgrind mode (`WINDLASS_BENCH_WINDOW`, seconds).
+    window: Duration,
     scratch: tempfile::TempDir,
 }
 
@@ -105,8 +113,15 @@ struct Run {
     ready: Option<Duration>,
     peak_rss: u64,
     rss: u64,
-    /// Instructions from the first create to convergence, in callgrind mode.
-    instructions: Option<u64>,
+    /// Instructions and reconciles counted in the window, in callgrind mode.
+    instructions: Option<(u64, Reconciles)>,
+}
+
+/// What the host's `windlass_reconciles_total` says, summed over kinds.
+#[derive(Debug, Clone, Copy, Default)]
+struct Reconciles {
+    success: u64,
+    all: u64,
 }
 
 fn main() -> Result<()> {
@@ -143,6 +158,12 @@ fn main() -> Result<()> {
             .collect(),
         callgrind: std::env::var_os("WINDLASS_BENCH_CALLGRIND").is_some_and(|v| v != "0"),
         real: std::env::var("WINDLASS_BENCH_CLUSTER").is_ok_and(|v| v == "real"),
+        window: Duration::from_secs(match std::env::var("WINDLASS_BENCH_WINDOW") {
+            Ok(s) => s
+                .parse()
+                .context("WINDLASS_BENCH_WINDOW: not a number of seconds")?,
+            Err(_) => 300,
+        }),
         scratch: tempfile::tempdir()?,
     };
     tokio::runtime::Builder::new_multi_thread()
@@ -224,31 +245,67 @@ async fn bench(setup: &Setup) -> Result<()> {
     Ok(())
 }
 
-/// Callgrind mode: instructions to converge, (a) against (b).
+/// Callgrind mode: instructions per reconcile of (a) over a fixed window.
 async fn bench_instructions(setup: &Setup) -> Result<()> {
     let n = setup.parents;
     eprintln!("(a) windlass run under callgrind, {n} SampleDBs …");
     let (wasm, _, _) = windlass_variant(setup).await?;
-    eprintln!("(b) native kube-runtime controller under callgrind, {n} SampleDBs …");
-    let native = native_variant(setup).await?;
-    let count = |r: &Run| r.instructions.context("no instruction count");
-    let (a, b) = (count(&wasm)?, count(&native)?);
+    let (instructions, reconciles) = wasm.instructions.context("no instruction count")?;
     println!(
         "host benchmark, instructions: {n} SampleDBs (replicas 1) created at once ({IN_FLIGHT} \
-         in flight), simulator off, counted from the first create to convergence"
-    );
-    println!("(a) windlass run, storage plugin (wasm)  {a:>16}");
-    println!("(b) native kube-runtime controller       {b:>16}");
-    println!(
-        "ratio instructions a/b (converge) {:>6.3}",
-        a as f64 / b as f64
+         in flight), simulator off, counted for {} s from the first create",
+        setup.window.as_secs()
     );
     println!(
-        "per parent: (a) {:.0}, (b) {:.0}",
-        a as f64 / n as f64,
-        b as f64 / n as f64
+        "binary                           {}",
+        setup.windlass.display()
+    );
+    println!("instructions                     {instructions:>16}");
+    println!(
+        "reconciles (successful / all)    {:>7} / {}",
+        reconciles.success, reconciles.all
+    );
+    if reconciles.all == 0 {
+        bail!("no reconcile in the window: nothing to divide by");
+    }
+    println!(
+        "instructions per reconcile       {:>16.0}",
+        instructions as f64 / reconciles.all as f64
     );
     Ok(())
+}
+
+/// The host's reconcile count, read from its `/metrics` on `127.0.0.1:port`.
+fn reconciles(port: u16) -> Result<Reconciles> {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))
+        .with_context(|| format!("connecting to the host's admin port {port}"))?;
+    stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text)?;
+    let mut out = Reconciles::default();
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("windlass_reconciles_total{"))
+    {
+        let value: u64 = line
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .with_context(|| format!("a reconcile series without a count: {line}"))?;
+        out.all += value;
+        if line.contains(r#"result="success""#) {
+            out.success += value;
+        }
+    }
+    Ok(out)
+}
+
+/// A free TCP port on loopback (free when this returns).
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 /// Runs `callgrind_control ARGS PID`.
@@ -355,13 +412,25 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Progress, Progress)> {
             })),
         )
         .await?;
+    // Callgrind mode reads the host's reconcile count from its admin port.
+    let admin = if setup.callgrind { free_port()? } else { 0 };
     let windlass_args = |log: &str| -> Result<Command> {
         let mut cmd = operator_command(setup, &setup.windlass, log);
         cmd.arg("--no-cache")
             .arg("run")
             .arg("--kubeconfig")
             .arg(&kubeconfig)
-            .args(["--leader-elect", "false", "--admin-addr", "127.0.0.1:0"])
+            .args(["--leader-elect", "false", "--admin-addr"])
+            .arg(format!("127.0.0.1:{admin}"))
+            // The pooling allocator reserves address space per instance slot (2 TiB at the
+            // default 256), more than valgrind can map: four slots, four reconciles at once.
+            .args(
+                if setup.callgrind && !setup.windlass_args.iter().any(|a| a == "--max-instances") {
+                    &["--max-instances", "4", "--concurrency", "4"][..]
+                } else {
+                    &[][..]
+                },
+            )
             .args(&setup.windlass_args);
         redirect(&mut cmd, &setup.scratch.path().join(log))?;
         Ok(cmd)
@@ -377,8 +446,8 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Progress, Progress)> {
         ready.then_some(())
     })
     .await?;
-    let run = converge(setup, &client, &mut process, "windlass-1.log").await?;
     if setup.callgrind {
+        let run = count_instructions(setup, &client, &mut process, "windlass-1.log", admin).await?;
         process.kill();
         cluster.shutdown().await;
         let skipped = Progress {
@@ -387,6 +456,7 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Progress, Progress)> {
         };
         return Ok((run, skipped.clone(), skipped));
     }
+    let run = converge(setup, &client, &mut process).await?;
 
     let set_image = |image: &'static str| {
         let wasm_plugins = wasm_plugins.clone();
@@ -428,7 +498,7 @@ async fn native_variant(setup: &Setup) -> Result<Run> {
     cmd.arg("--kubeconfig").arg(&kubeconfig);
     redirect(&mut cmd, &setup.scratch.path().join("native.log"))?;
     let mut process = Operator::spawn(cmd, "native.log", setup)?;
-    let run = converge(setup, &client, &mut process, "native.log").await?;
+    let run = converge(setup, &client, &mut process).await?;
     process.kill();
     cluster.shutdown().await;
     Ok(run)
@@ -505,22 +575,8 @@ fn sampledbs(client: &Client) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), NAMESPACE, &resource)
 }
 
-/// Creates the parents at once and times convergence (then readiness); reads the process's
-/// memory after.
-async fn converge(
-    setup: &Setup,
-    client: &Client,
-    process: &mut Operator,
-    log: &str,
-) -> Result<Run> {
-    let api = sampledbs(client);
-    if setup.callgrind {
-        // The operator has listed and watched (its caches are the first thing it waits for);
-        // give it a moment to settle so that start-up work is not counted.
-        tokio::time::sleep(Duration::from_secs(5)).await;
-        callgrind_control(&["--instr=on"], process.child.id())?;
-    }
-    let started = Instant::now();
+/// Creates the parents at once, `IN_FLIGHT` creates at a time.
+async fn create_parents(setup: &Setup, api: &Api<DynamicObject>) -> Result<()> {
     futures::stream::iter(0..setup.parents)
         .map(|i| {
             let api = api.clone();
@@ -536,7 +592,74 @@ async fn converge(
         })
         .buffer_unordered(IN_FLIGHT)
         .try_collect::<()>()
-        .await?;
+        .await
+}
+
+/// Callgrind mode: creates the parents with instrumentation on, counts for the window, and
+/// reads the host's reconcile count at the same moment as the dump.
+async fn count_instructions(
+    setup: &Setup,
+    client: &Client,
+    process: &mut Operator,
+    log: &str,
+    admin: u16,
+) -> Result<Run> {
+    let api = sampledbs(client);
+    // The operator has listed and watched (its caches are the first thing it waits for);
+    // give it a moment to settle so that start-up work is not counted.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let pid = process.child.id();
+    let before = reconciles(admin)?;
+    callgrind_control(&["--instr=on"], pid)?;
+    let started = Instant::now();
+    create_parents(setup, &api).await?;
+    eprintln!(
+        "  created in {:.2} s; counting for {} s",
+        started.elapsed().as_secs_f64(),
+        setup.window.as_secs()
+    );
+    tokio::time::sleep(setup.window.saturating_sub(started.elapsed())).await;
+    if let Some(status) = process.child.try_wait()? {
+        bail!("the host exited ({status})\n{}", process.log_tail());
+    }
+    callgrind_control(&["--instr=off"], pid)?;
+    let after = reconciles(admin)?;
+    callgrind_control(&["--dump"], pid)?;
+    let instructions = callgrind_totals(setup.scratch.path(), &format!("{log}.callgrind"))?;
+    // For `callgrind_annotate`: the dumps outlive the scratch directory when asked.
+    if let Some(out) = std::env::var_os("WINDLASS_BENCH_CALLGRIND_OUT") {
+        let out = PathBuf::from(out);
+        std::fs::create_dir_all(&out)?;
+        for entry in std::fs::read_dir(setup.scratch.path())? {
+            let path = entry?.path();
+            if let Some(name) = path.file_name().and_then(|n| n.to_str())
+                && name.starts_with(&format!("{log}.callgrind"))
+            {
+                std::fs::copy(&path, out.join(name))?;
+            }
+        }
+        eprintln!("  dumps copied to {}", out.display());
+    }
+    let counted = Reconciles {
+        success: after.success - before.success.min(after.success),
+        all: after.all - before.all.min(after.all),
+    };
+    eprintln!("  {instructions} instructions, {} reconciles", counted.all);
+    Ok(Run {
+        converge: started.elapsed(),
+        ready: None,
+        peak_rss: 0,
+        rss: 0,
+        instructions: Some((instructions, counted)),
+    })
+}
+
+/// Creates the parents at once and times convergence (then readiness); reads the process's
+/// memory after.
+async fn converge(setup: &Setup, client: &Client, process: &mut Operator) -> Result<Run> {
+    let api = sampledbs(client);
+    let started = Instant::now();
+    create_parents(setup, &api).await?;
     let created = started.elapsed();
     let Some(converge) = watch_until(
         api.clone(),
@@ -559,20 +682,6 @@ async fn converge(
         created.as_secs_f64(),
         converge.as_secs_f64()
     );
-    if setup.callgrind {
-        let pid = process.child.id();
-        callgrind_control(&["--instr=off"], pid)?;
-        callgrind_control(&["--dump"], pid)?;
-        let instructions = callgrind_totals(setup.scratch.path(), &format!("{log}.callgrind"))?;
-        eprintln!("  {instructions} instructions");
-        return Ok(Run {
-            converge,
-            ready: None,
-            peak_rss: 0,
-            rss: 0,
-            instructions: Some(instructions),
-        });
-    }
     let ready = watch_until(
         api,
         setup.parents,

@@ -51,7 +51,7 @@ fn main() -> Result<()> {
         _ => {
             eprintln!(
                 "usage: cargo xtask <ci | plugins | kube | dev [ARGS…] | render [ARGS…] | \
-                 bench runtime | bench host [--parents N] [--callgrind] [--real]>"
+                 bench runtime | bench host [--parents N] [--callgrind [--window SECS]] [--real]>"
             );
             bail!("unknown task {args:?}")
         }
@@ -164,20 +164,23 @@ fn dev(extra: &[&str]) -> Result<()> {
 
 /// Builds what the host benchmark spawns — the release `windlass` binary, the native
 /// controller example and the storage plugin — then runs it. `--parents N` overrides
-/// `WINDLASS_BENCH_PARENTS` (default 1,000); `--callgrind` counts instructions.
+/// `WINDLASS_BENCH_PARENTS` (default 1,000); `--callgrind` counts instructions per reconcile
+/// over `--window SECS` (default 300).
 fn bench_host(args: &[&str]) -> Result<()> {
     let mut parents = None;
     let mut callgrind = false;
     let mut real = false;
+    let mut window = None;
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
         match *arg {
             "--parents" => parents = Some(*rest.next().context("--parents needs a number")?),
             "--callgrind" => callgrind = true,
             "--real" => real = true,
-            other => {
-                bail!("bench host: unknown argument {other:?} (--parents N, --callgrind, --real)")
-            }
+            "--window" => window = Some(*rest.next().context("--window needs seconds")?),
+            other => bail!(
+                "bench host: unknown argument {other:?} (--parents N, --callgrind, --window SECS, --real)"
+            ),
         }
     }
     let kube_bin = real.then(kube).transpose()?;
@@ -206,6 +209,11 @@ fn bench_host(args: &[&str]) -> Result<()> {
     }
     if callgrind {
         cmd.env("WINDLASS_BENCH_CALLGRIND", "1");
+    }
+    if let Some(secs) = window {
+        secs.parse::<u64>()
+            .with_context(|| format!("--window {secs:?}: not a number of seconds"))?;
+        cmd.env("WINDLASS_BENCH_WINDOW", secs);
     }
     if let Some(bin) = kube_bin {
         cmd.env("WINDLASS_BENCH_CLUSTER", "real")
