@@ -154,11 +154,10 @@ async fn install(cluster: Option<DevCluster>, client: Client, config: DevConfig)
                 .and_then(Value::as_str)
                 .unwrap_or("default")
                 .to_string();
-            let api: Api<DynamicObject> = if namespaced {
-                Api::namespaced_with(client.clone(), &namespace, &ar)
-            } else {
-                Api::all_with(client.clone(), &ar)
-            };
+            // A cluster-scoped kind ignores the namespace, as kubectl apply does.
+            let scope = namespaced.then_some(namespace.as_str());
+            let api = crate::k8s::api(client.clone(), &ar, scope, namespaced)
+                .context("no API for the manifest's scope")?;
             api.patch(name, &apply, &Patch::Apply(&doc))
                 .await
                 .with_context(|| format!("{}: applying {kind} {name}", path.display()))?;

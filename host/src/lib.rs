@@ -6,11 +6,13 @@
 //! - [`pipeline`]: runs a kind's plugins in order, each output checked by the policy.
 //! - [`render`]: the offline `windlass render` tool, the pipeline exactly as the host runs it.
 //! - [`source`]: where plugin bytes come from (an OCI registry), fetched and verified.
+//! - [`k8s`]: the Kubernetes plumbing the rest shares (API per scope, typed JSON, time).
 
 pub mod admin;
 pub mod controller;
 pub mod crd;
 pub mod dev;
+pub mod k8s;
 pub mod metrics;
 pub mod operator;
 pub mod pipeline;

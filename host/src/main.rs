@@ -637,7 +637,7 @@ fn render_cmd(runtime: &Runtime, args: RenderArgs) -> Result<()> {
             PhaseArg::Reconcile => Phase::Reconcile,
             PhaseArg::Finalize => Phase::Finalize,
         },
-        now: args.now.unwrap_or_else(now_rfc3339),
+        now: args.now.unwrap_or_else(windlass::k8s::now_rfc3339),
         options: LoadOptions {
             limits: Limits {
                 timeout: Duration::from_millis(args.timeout_ms),
@@ -699,12 +699,4 @@ fn print_info(
         .write_all(text.as_bytes())
         .context("writing to stdout")?;
     Ok(())
-}
-
-/// The current UTC time as RFC 3339, seconds precision.
-fn now_rfc3339() -> String {
-    jiff::Timestamp::now()
-        .round(jiff::Unit::Second)
-        .map(|t| t.to_string())
-        .unwrap_or_default()
 }

@@ -66,6 +66,16 @@ pub struct PluginLabel {
     pub plugin: String,
 }
 
+/// Labels of the state the host keeps in memory.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TrackedLabel {
+    /// Parent kind (`group/version/Kind`), or `WasmPlugin` for the plugin loader's state.
+    pub kind: String,
+    /// `parents` (uid → reference), `backoffs` (failure counts), `config_map_watches` or
+    /// `oci_manifests`.
+    pub what: String,
+}
+
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn call_buckets() -> Histogram {
@@ -104,6 +114,10 @@ pub struct Metrics {
     pub leader: Gauge,
     /// Plugin outputs (or parts of them) the host refused, by plugin and rule.
     pub policy_refusals: Family<PluginRule, Counter>,
+    /// Entries the host keeps per parent or per plugin source: flat in a long-running host.
+    pub tracked: Family<TrackedLabel, Gauge>,
+    /// Tokio tasks alive in the host's runtime, read when the metrics are encoded.
+    pub tasks: Gauge,
 }
 
 impl Default for Metrics {
@@ -122,6 +136,8 @@ impl Default for Metrics {
             in_flight: Gauge::default(),
             leader: Gauge::default(),
             policy_refusals: Family::default(),
+            tracked: Family::default(),
+            tasks: Gauge::default(),
         };
         {
             let mut r = m.registry.lock().unwrap_or_else(|e| e.into_inner());
@@ -181,6 +197,16 @@ impl Default for Metrics {
                 "Plugin outputs the host refused, by plugin and rule",
                 m.policy_refusals.clone(),
             );
+            r.register(
+                "tracked",
+                "Entries the host keeps in memory, by parent kind (or WasmPlugin) and what",
+                m.tracked.clone(),
+            );
+            r.register(
+                "tasks",
+                "Tokio tasks alive in the host's runtime",
+                m.tasks.clone(),
+            );
         }
         m
     }
@@ -192,6 +218,16 @@ impl Metrics {
         self.queue_depth
             .get_or_create(&KindLabel {
                 kind: kind.to_string(),
+            })
+            .clone()
+    }
+
+    /// The gauge of one kind of state the host keeps (see [`TrackedLabel`]).
+    pub fn tracked_of(&self, kind: &str, what: &str) -> Gauge {
+        self.tracked
+            .get_or_create(&TrackedLabel {
+                kind: kind.to_string(),
+                what: what.to_string(),
             })
             .clone()
     }
@@ -240,6 +276,10 @@ impl Metrics {
 
     /// The metrics in the Prometheus text format.
     pub fn encode(&self) -> String {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let alive = runtime.metrics().num_alive_tasks();
+            self.tasks.set(i64::try_from(alive).unwrap_or(i64::MAX));
+        }
         let mut out = String::new();
         let registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
         // Writing to a String cannot fail.

@@ -21,6 +21,7 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 use serde_json::{Map, Value};
 
 use crate::{
+    k8s::ObjectKey,
     policy::{
         self, Checked, Family, Grants, MAX_CONDITION_MESSAGE, MAX_EVENT_NOTE, PodGrants, Policy,
         SECRET, Subject, Violation,
@@ -164,6 +165,20 @@ impl Error {
         }
     }
 
+    /// Whether the parent is at fault rather than a plugin: the host cannot run on it, or a
+    /// plugin reported that its spec cannot be acted on. A canary does not hold that against a
+    /// new plugin version.
+    pub fn blames_parent(&self) -> bool {
+        matches!(
+            self,
+            Error::Parent(_)
+                | Error::Plugin(runtime::Error::Plugin {
+                    kind: runtime::PluginErrorKind::InvalidParent,
+                    ..
+                })
+        )
+    }
+
     /// The plugin at fault, when one is.
     pub fn plugin(&self) -> Option<&str> {
         match self {
@@ -257,8 +272,7 @@ impl Pipeline {
         // The kind of each desired object, beside its text.
         let mut desired_kinds: Vec<String> = earlier.iter().map(kind_of).collect();
         // identity -> (plugin, digest) of whoever last produced or changed the object.
-        let mut producers: HashMap<(String, Option<String>, String), (String, String)> =
-            HashMap::new();
+        let mut producers: HashMap<ObjectKey, (String, String)> = HashMap::new();
 
         for stage in &self.stages {
             let plugin = &stage.plugin;
@@ -315,11 +329,7 @@ impl Pipeline {
                 Err(e) => return Err(e),
             };
             for (object, text) in checked.iter().zip(&resp.desired) {
-                let id = (
-                    object.kind.clone(),
-                    object.namespace.clone(),
-                    object.name.clone(),
-                );
+                let id = object.key();
                 // A withheld Secret was not this plugin's to change: its producer stays.
                 if withheld.contains(text) && producers.contains_key(&id) {
                     continue;
@@ -331,11 +341,7 @@ impl Pipeline {
             out.desired = checked
                 .into_iter()
                 .map(|object| {
-                    let id = (
-                        object.kind.clone(),
-                        object.namespace.clone(),
-                        object.name.clone(),
-                    );
+                    let id = object.key();
                     let (plugin, digest) = producers.get(&id).cloned().unwrap_or_default();
                     Desired {
                         object,
@@ -425,8 +431,7 @@ impl Pipeline {
 
 /// `group/version/Kind` of an object (`v1/Kind` for the core group).
 pub fn kind_of(object: &Value) -> String {
-    let field = |f: &str| object.get(f).and_then(Value::as_str).unwrap_or_default();
-    format!("{}/{}", field("apiVersion"), field("kind"))
+    crate::k8s::kind_of(object)
 }
 
 /// Composes two JSON merge patches (RFC 7386): `target` becomes one patch that does what
@@ -475,6 +480,26 @@ mod tests {
             Value::Object(status),
             json!({"phase": "Ready", "storage": {"ready": 3, "size": null}})
         );
+    }
+
+    #[test]
+    fn only_an_invalid_parent_is_blamed_on_the_parent() {
+        let plugin = |kind| {
+            Error::Plugin(runtime::Error::Plugin {
+                plugin: "p".into(),
+                kind,
+                message: "m".into(),
+            })
+        };
+        assert!(plugin(runtime::PluginErrorKind::InvalidParent).blames_parent());
+        assert!(Error::Parent("metadata.name is missing".into()).blames_parent());
+        assert!(!plugin(runtime::PluginErrorKind::InvalidConfig).blames_parent());
+        assert!(!plugin(runtime::PluginErrorKind::Failed).blames_parent());
+        let timeout = Error::Plugin(runtime::Error::Timeout {
+            plugin: "p".into(),
+            limit: Duration::from_secs(1),
+        });
+        assert!(!timeout.blames_parent());
     }
 
     #[test]

@@ -664,3 +664,101 @@ async fn a_running_host_loads_a_plugin_from_the_registry_swaps_on_retag_and_refu
     assert_eq!(status.digest, Some(digest_of(guests::CHILDREN_V2)));
     assert_eq!(data(&env.children_of("t1").await[0], "version"), "2.0.0");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_from_a_registry_with_a_pull_secret_reads_the_secret_once() {
+    use std::sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    };
+
+    use base64::Engine as _;
+    use serde_json::json;
+    use support::{Env, eventually, operator_config};
+    let registry = Registry::start(true);
+    let runtime = Runtime::new(RuntimeConfig {
+        max_instances: 8,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let reference = registry.reference("plugins/children:stable");
+    oci::push(
+        &reference,
+        &guests::bytes(guests::CHILDREN),
+        &runtime,
+        &registry.options_with(USER, PASSWORD),
+    )
+    .await
+    .unwrap();
+
+    let env = Env::start().await;
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}"));
+    let docker_config = json!({"auths": {registry.host.clone(): {"auth": auth}}}).to_string();
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "metadata": {"name": "regcred", "namespace": "windlass-system"},
+        "type": "kubernetes.io/dockerconfigjson",
+        "stringData": {".dockerconfigjson": docker_config},
+    }))
+    .unwrap();
+    kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(
+        env.client.clone(),
+        "windlass-system",
+    )
+    .create(&Default::default(), &secret)
+    .await
+    .unwrap();
+
+    // The host's client, counting its reads of the pull secret.
+    let reads = Arc::new(AtomicUsize::new(0));
+    let counted = {
+        let reads = reads.clone();
+        let inner = env.client.clone();
+        tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            if request.method() == http::Method::GET
+                && request.uri().path().ends_with("/secrets/regcred")
+            {
+                reads.fetch_add(1, Ordering::SeqCst);
+            }
+            let inner = inner.clone();
+            async move { inner.send(request).await }
+        })
+    };
+    let client = kube::Client::new(counted, "default");
+    let mut config = operator_config("test", None);
+    config.settings.oci.options = registry.options();
+    config.settings.oci.namespace = "windlass-system".into();
+    // No poll during the test: one load, one read.
+    config.settings.oci_poll = Duration::from_secs(3600);
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let (_handle, _task) = windlass::operator::start(client, config, stopped)
+        .await
+        .unwrap();
+    let wp = json!({"apiVersion": "windlass.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": "children"},
+        "spec": {"parent": {"apiVersion": "example.com/v1", "kind": "Thing"},
+                 "source": {"oci": {"reference": reference, "pullSecret": "regcred"}}}});
+    kube::Api::<windlass::crd::WasmPlugin>::all(env.client.clone())
+        .patch(
+            "children",
+            &kube::api::PatchParams::apply("test").force(),
+            &kube::api::Patch::Apply(&wp),
+        )
+        .await
+        .unwrap();
+    let status = eventually("the plugin loaded or refused", || async {
+        let status = env.wasm_plugin("children").await.status?;
+        (status.digest.is_some() || status.last_error.is_some()).then_some(status)
+    })
+    .await;
+    assert_eq!(
+        status.digest,
+        Some(digest_of(guests::CHILDREN)),
+        "{:?}",
+        status.last_error
+    );
+    assert_eq!(
+        reads.load(Ordering::SeqCst),
+        1,
+        "the pull secret is read once per load (resolve and pull share it)"
+    );
+    let _ = stop.send(true);
+}

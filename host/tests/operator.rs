@@ -279,6 +279,17 @@ async fn a_version_with_the_wrong_digest_is_refused_and_the_old_one_keeps_servin
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_pin_on_a_config_map_source_is_refused_as_such() {
+    // Checked before the ConfigMap is read, as for a registry: not a digest mismatch.
+    broken_version_is_refused(
+        guests::bytes(guests::CHILDREN_V2),
+        Some("sha256:not-a-digest"),
+        "InvalidPin",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_plugin_sets_a_condition_naming_it_and_deletes_nothing() {
     let mut env = Env::start().await;
     env.with_children_plugin().await;
@@ -434,6 +445,56 @@ async fn a_standby_takes_over_when_the_leader_stops() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_that_failed_on_the_api_is_tried_again() {
+    // The ConfigMap cannot be read while the API fails every get: the load fails as a source
+    // that is unavailable for now, and is tried again on the poll interval once the API is back,
+    // without any change to the WasmPlugin or the ConfigMap.
+    let mut env = Env::start().await;
+    if env.dev().is_none() {
+        eprintln!("skipped on the real control plane: injected API faults are the devcluster's");
+        return;
+    }
+    env.put_plugin_bytes("children", guests::bytes(guests::CHILDREN))
+        .await;
+    env.dev()
+        .expect("the devcluster, checked above")
+        .faults()
+        .set_error_rate("get", 500, 1.0);
+    let mut config = operator_config("test", None);
+    config.settings.oci_poll = Duration::from_secs(1);
+    env.run_operator_with(config).await;
+    env.put_wasm_plugin(
+        "children",
+        ("example.com/v1", "Thing"),
+        "children",
+        json!({}),
+    )
+    .await;
+    let failed = eventually("the failed load", || async {
+        // The test's own reads fail too; list instead of get.
+        let wps: Api<windlass::crd::WasmPlugin> = Api::all(env.client.clone());
+        let wp = wps.list(&ListParams::default()).await.ok()?.items.pop()?;
+        wp.status?.last_error
+    })
+    .await;
+    assert!(
+        failed.contains("configMap windlass-system/children"),
+        "{failed}"
+    );
+    env.dev()
+        .expect("the devcluster, checked above")
+        .faults()
+        .clear();
+    let good = windlass::runtime::Runtime::digest(&guests::bytes(guests::CHILDREN));
+    eventually("the plugin loaded once the API is back", || async {
+        let status = env.wasm_plugin("children").await.status?;
+        (status.digest.as_deref() == Some(good.as_str()) && status.last_error.is_none())
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_parent_converges_through_api_faults() {
     let mut env = Env::start().await;
     if env.dev().is_none() {
@@ -585,4 +646,140 @@ async fn a_restarted_operator_catches_up_on_parents_that_already_have_children()
         )
         .await;
     }
+}
+
+/// One gauge series of the operator's metrics (`name{labels}`), -1 when absent.
+fn gauge(metrics: &str, series: &str) -> i64 {
+    let series = format!("{series} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series.as_str()))
+        .map_or(-1, |v| v.trim().parse().unwrap())
+}
+
+const PARENTS: &str = r#"windlass_tracked{kind="example.com/v1/Thing",what="parents"}"#;
+const BACKOFFS: &str = r#"windlass_tracked{kind="example.com/v1/Thing",what="backoffs"}"#;
+const WATCHES: &str = r#"windlass_tracked{kind="WasmPlugin",what="config_map_watches"}"#;
+const TASKS: &str = "windlass_tasks";
+/// Rounds of the soak test.
+const ROUNDS: usize = 8;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_running_host_forgets_deleted_parents_and_unused_sources() {
+    // A soak in small: parents (half of them failing, so they are in backoff) and WasmPlugins
+    // with ConfigMaps of their own come and go in rounds. What the host keeps per parent and
+    // per source must go with them, and its task count must come back to where it was.
+    let mut env = Env::start().await;
+    env.with_children_plugin().await;
+    env.create_thing("warm", json!({"names": ["a"], "value": "v"}))
+        .await;
+    eventually("the first parent reconciled", || async {
+        (env.children_of("warm").await.len() == 1).then_some(())
+    })
+    .await;
+    env.things()
+        .delete("warm", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("nothing remembered after the warm-up", || async {
+        (gauge(&env.metrics().await, PARENTS) == 0).then_some(())
+    })
+    .await;
+    let wasm_plugins: Api<windlass::crd::WasmPlugin> = Api::all(env.client.clone());
+    // The task count after each round. Pooled connections (each with a task on both ends: the
+    // devcluster runs in this process) make it climb for a round or two; a leak makes it climb
+    // with every round.
+    let mut tasks = Vec::new();
+    for round in 0..ROUNDS {
+        for i in 0..6 {
+            // Odd parents fail: `names` must be a list.
+            let names = if i % 2 == 0 {
+                json!(["a"])
+            } else {
+                json!("not-a-list")
+            };
+            env.create_thing(
+                &format!("r{round}-{i}"),
+                json!({"names": names, "value": "v"}),
+            )
+            .await;
+        }
+        for extra in 0..2 {
+            let name = format!("extra-{round}-{extra}");
+            env.put_plugin_bytes(&name, guests::bytes(guests::CHILDREN))
+                .await;
+            // A parent kind nobody serves: the plugin is loaded (and its ConfigMap watched)
+            // without joining the Things' pipeline.
+            env.put_wasm_plugin(&name, ("example.com/v1", "Unserved"), &name, json!({}))
+                .await;
+        }
+        eventually(
+            "every parent remembered, the failing ones in backoff",
+            || async {
+                let m = env.metrics().await;
+                (gauge(&m, PARENTS) == 6 && gauge(&m, BACKOFFS) == 3 && gauge(&m, WATCHES) == 3)
+                    .then_some(())
+            },
+        )
+        .await;
+        for i in 0..6 {
+            env.things()
+                .delete(&format!("r{round}-{i}"), &DeleteParams::default())
+                .await
+                .unwrap();
+        }
+        for extra in 0..2 {
+            wasm_plugins
+                .delete(&format!("extra-{round}-{extra}"), &DeleteParams::default())
+                .await
+                .unwrap();
+        }
+        eventually(
+            "nothing remembered of the deleted parents and plugins",
+            || async {
+                let m = env.metrics().await;
+                (gauge(&m, PARENTS) == 0 && gauge(&m, BACKOFFS) == 0 && gauge(&m, WATCHES) == 1)
+                    .then_some(())
+            },
+        )
+        .await;
+        // Let aborted watches and closed connections wind down.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        tasks.push(gauge(&env.metrics().await, TASKS));
+    }
+    eprintln!("tasks after each round: {tasks:?}");
+    // Each round starts and stops two ConfigMap watches: leaked, the last half of the rounds
+    // would add at least one task per watch.
+    let (half, last) = (tasks[ROUNDS / 2 - 1], tasks[ROUNDS - 1]);
+    assert!(
+        last - half < ROUNDS as i64,
+        "the task count grows with every round: {tasks:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_host_reconciles_nothing_more() {
+    // Stopping (shutdown, or the lease lost) ends every controller the host started: none may
+    // go on reconciling beside the next leader.
+    let env = Env::start().await;
+    env.install_children_plugin().await;
+    let (stop, stopped) = watch::channel(false);
+    let (_handle, task) = operator::start(env.client.clone(), operator_config("a", None), stopped)
+        .await
+        .unwrap();
+    env.create_thing("t1", json!({"names": ["a"], "value": "v"}))
+        .await;
+    eventually("reconciled while running", || async {
+        (env.children_of("t1").await.len() == 1).then_some(())
+    })
+    .await;
+    stop.send(true).unwrap();
+    task.await.unwrap();
+    env.create_thing("t2", json!({"names": ["a"], "value": "v"}))
+        .await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(
+        env.children_of("t2").await.is_empty(),
+        "a stopped host reconciled a new parent"
+    );
 }

@@ -5,7 +5,10 @@ use std::collections::HashSet;
 
 use serde_json::{Value, json};
 
-use crate::pipeline::{Desired, kind_of};
+use crate::{
+    k8s::ObjectKey,
+    pipeline::{Desired, kind_of},
+};
 
 /// Field manager prefix of every write the host makes; [`field_manager`] adds the parent.
 pub const FIELD_MANAGER: &str = "windlass";
@@ -352,20 +355,9 @@ fn child_map<'a>(
     child
 }
 
-/// Identity of an object: kind key, namespace, name.
-pub fn identity(object: &Value) -> (String, String, String) {
-    let s = |p: &str| {
-        object
-            .pointer(p)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string()
-    };
-    (
-        kind_of(object),
-        s("/metadata/namespace"),
-        s("/metadata/name"),
-    )
+/// Identity of an object.
+pub fn identity(object: &Value) -> ObjectKey {
+    ObjectKey::of(object)
 }
 
 /// The observed children to delete: those this parent controls (its controller owner reference)
@@ -376,16 +368,7 @@ pub fn prune_plan<'a>(
     parent_uid: &str,
     child_kinds: &HashSet<String>,
 ) -> Vec<&'a Value> {
-    let wanted: HashSet<(String, String, String)> = desired
-        .iter()
-        .map(|d| {
-            (
-                d.object.kind.clone(),
-                d.object.namespace.clone().unwrap_or_default(),
-                d.object.name.clone(),
-            )
-        })
-        .collect();
+    let wanted: HashSet<ObjectKey> = desired.iter().map(|d| d.object.key()).collect();
     observed
         .iter()
         .filter(|o| controlled_by(o, parent_uid))

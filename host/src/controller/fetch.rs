@@ -62,16 +62,20 @@ pub async fn oci_options(
     Ok(options)
 }
 
-/// Fetches the component a source names and checks the `sha256` pin.
+/// Fetches the component a source names and checks the `sha256` pin. `registry` is the OCI
+/// options when the caller has them already ([`oci_options`] reads the pull secret); without
+/// them they are made here.
 ///
 /// # Errors
-/// [`Error::Source`] naming the source when it cannot be read, and [`Error::DigestMismatch`]
-/// when the pin does not match.
+/// [`Error::Source`] naming the source when it cannot be read; [`Error::Fetch`] when the pin is
+/// malformed (checked before anything is read, whatever the source), does not match, or a
+/// registry pull fails.
 pub async fn fetch(
     client: &Client,
     plugin: &str,
     source: &PluginSource,
     settings: &OciSettings,
+    registry: Option<oci::Options>,
 ) -> Result<Fetched, Error> {
     source.validate().map_err(|why| Error::Source {
         plugin: plugin.to_string(),
@@ -81,6 +85,16 @@ pub async fn fetch(
         plugin: plugin.to_string(),
         why: format!("{}: {why}", source.describe()),
     };
+    let refused = |source| Error::Fetch {
+        plugin: plugin.to_string(),
+        source,
+    };
+    let pin = source
+        .sha256
+        .as_deref()
+        .map(crate::source::parse_pin)
+        .transpose()
+        .map_err(refused)?;
     let bytes = if let Some(cm) = &source.config_map {
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), &cm.namespace);
         let found = api
@@ -105,31 +119,27 @@ pub async fn fetch(
             .await
             .map_err(|e| fail(e.to_string()))?
     } else if let Some(reference) = &source.oci {
-        let options = oci_options(client, plugin, settings, reference).await?;
-        let pulled = oci::pull(&reference.reference, &options, source.sha256.as_deref())
+        let options = match registry {
+            Some(options) => options,
+            None => oci_options(client, plugin, settings, reference).await?,
+        };
+        let pulled = oci::pull(&reference.reference, &options, pin.as_deref())
             .await
-            .map_err(|source| Error::Oci {
-                plugin: plugin.to_string(),
-                source,
-            })?;
+            .map_err(refused)?;
         pulled.bytes
     } else {
         return Err(fail("no source".into()));
     };
     let digest = Runtime::digest(&bytes);
-    if let Some(pin) = &source.sha256 {
-        let want = if pin.starts_with("sha256:") {
-            pin.clone()
-        } else {
-            format!("sha256:{pin}")
-        };
-        if want != digest {
-            return Err(Error::DigestMismatch {
-                plugin: plugin.to_string(),
-                expected: want,
-                actual: digest,
-            });
-        }
+    if let Some(pin) = pin
+        && pin != digest
+    {
+        return Err(refused(crate::source::Error::DigestMismatch {
+            source_name: source.describe(),
+            expected: pin,
+            actual: digest,
+            hint: "",
+        }));
     }
     Ok(Fetched { bytes, digest })
 }

@@ -4,7 +4,7 @@
 
 use std::{
     collections::{BTreeSet, HashMap},
-    sync::{Arc, Mutex},
+    sync::Arc,
     time::Duration,
 };
 
@@ -16,12 +16,15 @@ use kube::{
     runtime::{
         Controller, WatchStreamExt,
         controller::Config as ControllerConfig,
-        reflector::{self, ObjectRef, Store},
+        reflector::{self, Store},
         watcher,
     },
 };
 
-use super::{Error, Shared, apply::PARENT_UID_LABEL, index::ChildIndex, parent, queue::Queue};
+use super::{
+    Error, Owned, Shared, apply::PARENT_UID_LABEL, index::ChildIndex, parent, queue::Queue,
+    remembered::Remembered,
+};
 use crate::crd::ParentKind;
 
 /// What a parent kind's reconciles share.
@@ -36,10 +39,8 @@ pub struct KindCtx {
     pub namespaced: bool,
     /// Watch caches of observed kinds.
     pub caches: Vec<Cache>,
-    /// Parent uid → reference, so that a child's uid label finds its parent.
-    pub parents: Mutex<HashMap<String, ObjectRef<DynamicObject>>>,
-    /// Consecutive failures per parent uid, for backoff.
-    pub failures: Mutex<HashMap<String, u32>>,
+    /// What is remembered per parent (its reference, its failures), until it is deleted.
+    pub remembered: Remembered,
     /// Parents waiting for a reconcile (the queue-depth metric).
     pub queue: Arc<Queue>,
 }
@@ -65,8 +66,8 @@ pub struct Cache {
 /// Keeps one controller running per parent kind with a pipeline, until aborted.
 pub async fn run(shared: Arc<Shared>) {
     let mut changes = shared.registry.subscribe();
-    let mut running: HashMap<String, (BTreeSet<String>, tokio::task::JoinHandle<()>)> =
-        HashMap::new();
+    // Owned, so that this task being aborted (the lease lost, shutdown) stops every controller.
+    let mut running: HashMap<String, (BTreeSet<String>, Owned)> = HashMap::new();
     loop {
         let wanted = shared.registry.kinds();
         running.retain(|kind, (observed, task)| {
@@ -90,7 +91,7 @@ pub async fn run(shared: Arc<Shared>) {
             match start(shared.clone(), plan.parent.clone(), &plan.observed).await {
                 Ok(task) => {
                     tracing::info!(kind, observed = ?plan.observed, "started the controller of this kind");
-                    running.insert(kind.clone(), (plan.observed.clone(), task));
+                    running.insert(kind.clone(), (plan.observed.clone(), Owned(task)));
                 }
                 Err(e) => {
                     tracing::warn!(kind, error = %e, "cannot start the controller of this kind yet");
@@ -167,25 +168,31 @@ async fn start(
         });
         streams.push((ar, triggers));
     }
+    // The parents' watch, drained by a task of its own like the children's, so that the queue
+    // depth counts a change when it arrives, not when the controller gets round to it.
+    let api: Api<DynamicObject> = Api::all_with(client, &resource);
+    let writer = reflector::store::Writer::new(resource.clone());
+    let parents = writer.as_reader();
     let ctx = Arc::new(KindCtx {
         shared: shared.clone(),
         parent,
         resource: resource.clone(),
         namespaced,
         caches,
-        parents: Mutex::new(HashMap::new()),
-        failures: Mutex::new(HashMap::new()),
+        remembered: Remembered::new(
+            parents.clone(),
+            resource.clone(),
+            shared.metrics.tracked_of(&key, "parents"),
+            shared.metrics.tracked_of(&key, "backoffs"),
+        ),
         queue: queue.clone(),
     });
-    // The parents' watch, drained by a task of its own like the children's, so that the queue
-    // depth counts a change when it arrives, not when the controller gets round to it.
-    let api: Api<DynamicObject> = Api::all_with(client, &resource);
-    let writer = reflector::store::Writer::new(resource.clone());
-    let parents = writer.as_reader();
     let stream =
         reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Result<DynamicObject, watcher::Error>>();
     let feeder_queue = queue.clone();
+    // Weak: the controller task owns the context, and this task must not keep it alive.
+    let feeder_ctx = Arc::downgrade(&ctx);
     feeders.push(tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(event) = stream.next().await {
@@ -199,7 +206,11 @@ async fn start(
                     Ok(o)
                 }
                 Ok(watcher::Event::Delete(o)) => {
-                    feeder_queue.parent_deleted(&o.uid().unwrap_or_default());
+                    let uid = o.uid().unwrap_or_default();
+                    feeder_queue.parent_deleted(&uid);
+                    if let Some(ctx) = feeder_ctx.upgrade() {
+                        ctx.remembered.forget(&uid);
+                    }
                     continue;
                 }
                 Ok(watcher::Event::Init) => {
@@ -208,6 +219,9 @@ async fn start(
                 }
                 Ok(watcher::Event::InitDone) => {
                     feeder_queue.relist_done();
+                    if let Some(ctx) = feeder_ctx.upgrade() {
+                        ctx.remembered.keep_listed();
+                    }
                     continue;
                 }
                 // Passed on for the controller to report, as its own watch did.
@@ -237,18 +251,12 @@ async fn start(
                     .as_ref()
                     .and_then(|l| l.get(PARENT_UID_LABEL))
                     .cloned();
-                uid.and_then(|uid| {
-                    ctx.parents
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .get(&uid)
-                        .cloned()
-                })
+                uid.and_then(|uid| ctx.remembered.parent(&uid))
             },
             ar,
         );
     }
-    let feeders = AbortOnDrop(feeders);
+    let feeders: Vec<Owned> = feeders.into_iter().map(Owned).collect();
     let caches = ctx
         .caches
         .iter()
@@ -282,17 +290,6 @@ async fn wait_for_caches(caches: &[Store<DynamicObject>]) {
     for store in caches {
         // An error means the writer is gone: the controller is being stopped anyway.
         let _ = store.wait_until_ready().await;
-    }
-}
-
-/// Aborts the tasks it holds when dropped.
-struct AbortOnDrop(Vec<tokio::task::JoinHandle<()>>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        for task in &self.0 {
-            task.abort();
-        }
     }
 }
 

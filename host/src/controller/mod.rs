@@ -23,6 +23,7 @@ mod parent;
 mod plugins;
 mod queue;
 mod registry;
+mod remembered;
 pub mod status;
 
 use std::{sync::Arc, time::Duration};
@@ -40,18 +41,13 @@ pub enum Error {
     /// The plugin's source could not be read.
     #[error("plugin {plugin}: source {why}")]
     Source { plugin: String, why: String },
-    /// Pulling from an OCI registry failed (unreachable, auth, not found, wrong layout, pin).
+    /// The source could not be used: a registry pull failed (unreachable, auth, not found,
+    /// wrong layout), or the pin is malformed or does not match what was fetched, from any
+    /// source.
     #[error("plugin {plugin}: {source}")]
-    Oci {
+    Fetch {
         plugin: String,
         source: crate::source::Error,
-    },
-    /// The fetched component does not match its sha256 pin.
-    #[error("plugin {plugin}: digest mismatch: pinned {expected}, fetched {actual}")]
-    DigestMismatch {
-        plugin: String,
-        expected: String,
-        actual: String,
     },
     /// The component failed to load or to answer `info`.
     #[error(transparent)]
@@ -105,15 +101,34 @@ pub enum Error {
     /// A plugin call could not be run (its task panicked or was cancelled).
     #[error("plugin call did not complete: {0}")]
     Join(String),
+    /// An object read from the API could not be turned into the JSON a plugin is given.
+    #[error("encoding {object} as JSON: {source}")]
+    Encode {
+        object: String,
+        source: serde_json::Error,
+    },
 }
 
 impl Error {
+    /// Whether trying the same thing again later may succeed: the API or a source was not
+    /// available, a kind is not served yet. A broken or refused plugin version is not retried;
+    /// a new spec, ConfigMap or tag is.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Error::Source { .. }
+                | Error::Kube(_)
+                | Error::Discovery { .. }
+                | Error::KindNotServed { .. }
+                | Error::Join(_)
+        )
+    }
+
     /// A stable, one-word reason for conditions and metrics.
     pub fn reason(&self) -> &'static str {
         match self {
             Error::Source { .. } => "SourceUnavailable",
-            Error::DigestMismatch { .. } => "DigestMismatch",
-            Error::Oci { source, .. } => source.reason(),
+            Error::Fetch { source, .. } => source.reason(),
             Error::Runtime(e) => e.reason(),
             Error::WrongParentKind { .. } => "WrongParentKind",
             Error::Pipeline(e) => e.reason(),
@@ -125,6 +140,7 @@ impl Error {
             Error::Prune { .. } => "PruneFailed",
             Error::Kube(_) => "ApiError",
             Error::Join(_) => "PluginCallAborted",
+            Error::Encode { .. } => "EncodeFailed",
         }
     }
 }
@@ -237,6 +253,33 @@ impl Shared {
     }
 }
 
+/// A task that is aborted when its owner drops it. A plain `JoinHandle` detaches its task when
+/// dropped: a task started by an aborted task would go on running (after the lease was lost,
+/// that would be a second leader).
+#[derive(Debug)]
+pub(crate) struct Owned(pub(crate) tokio::task::JoinHandle<()>);
+
+impl Owned {
+    /// Spawns `future` as an owned task.
+    pub(crate) fn spawn(future: impl std::future::Future<Output = ()> + Send + 'static) -> Self {
+        Owned(tokio::spawn(future))
+    }
+}
+
+impl std::ops::Deref for Owned {
+    type Target = tokio::task::JoinHandle<()>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Runs the plugin loader and the per-kind controllers until `shutdown` resolves.
 pub async fn run(shared: Arc<Shared>, shutdown: impl std::future::Future<Output = ()> + Send) {
     let plugins = tokio::spawn(plugins::run(shared.clone()));
@@ -246,4 +289,42 @@ pub async fn run(shared: Arc<Shared>, shutdown: impl std::future::Future<Output 
     kinds.abort();
     let _ = plugins.await;
     let _ = kinds.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_object_that_cannot_be_encoded_is_not_reported_as_an_aborted_plugin_call() {
+        let Err(source) = serde_json::from_str::<serde_json::Value>("{") else {
+            panic!("an unterminated object parsed");
+        };
+        let e = Error::Encode {
+            object: "db-1".into(),
+            source,
+        };
+        assert_eq!(e.reason(), "EncodeFailed");
+        let message = e.to_string();
+        assert!(message.starts_with("encoding db-1 as JSON: "), "{message}");
+        assert!(!message.contains("plugin call"), "{message}");
+    }
+
+    #[tokio::test]
+    async fn dropping_an_owned_task_stops_it() {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
+        let task = Owned::spawn(async move {
+            // Holds the sender until stopped.
+            let _tx = tx;
+            std::future::pending::<()>().await;
+        });
+        drop(task);
+        // The sender is dropped only if the task was stopped.
+        assert!(
+            tokio::time::timeout(Duration::from_secs(5), rx.recv())
+                .await
+                .is_ok_and(|v| v.is_none()),
+            "the task still runs"
+        );
+    }
 }

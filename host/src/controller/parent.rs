@@ -10,7 +10,6 @@ use std::{
 use kube::{
     Api, Resource, ResourceExt,
     api::{DeleteParams, DynamicObject, Patch, PatchParams, Preconditions},
-    core::TypeMeta,
     runtime::{
         controller::Action,
         events::{Event, EventType},
@@ -66,26 +65,19 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<KindCtx>) -> Result<Act
         .reconcile_seconds
         .get_or_create(&labels)
         .observe(started.elapsed().as_secs_f64());
-    let uid = obj.uid().unwrap_or_default();
     if result.is_ok() {
-        ctx.failures
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&uid);
+        ctx.remembered.succeeded(&obj.uid().unwrap_or_default());
     }
     result
 }
 
 /// Retries a failed parent with per-object exponential backoff.
 pub fn error_policy(obj: Arc<DynamicObject>, error: &Error, ctx: Arc<KindCtx>) -> Action {
-    let uid = obj.uid().unwrap_or_default();
-    let mut failures = ctx.failures.lock().unwrap_or_else(|e| e.into_inner());
-    let n = failures.entry(uid).or_insert(0);
-    *n = n.saturating_add(1);
+    let n = ctx.remembered.failed(&obj);
     let settings = &ctx.shared.settings;
     let delay = settings
         .backoff_base
-        .saturating_mul(2u32.saturating_pow((*n - 1).min(16)))
+        .saturating_mul(2u32.saturating_pow((n - 1).min(16)))
         .min(settings.backoff_max);
     tracing::warn!(parent = %obj.name_any(), error = %error, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
@@ -97,19 +89,11 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
         return Ok(Action::await_change());
     };
     let uid = obj.uid().unwrap_or_default();
-    ctx.parents
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(
-            uid.clone(),
-            ObjectRef::from_obj_with(obj, ctx.resource.clone()),
-        );
-    let mut parent_obj = obj.clone();
-    parent_obj.types = Some(TypeMeta {
-        api_version: ctx.resource.api_version.clone(),
-        kind: ctx.resource.kind.clone(),
-    });
-    let parent = serde_json::to_value(&parent_obj).map_err(|e| Error::Join(e.to_string()))?;
+    ctx.remembered.reconciling(obj);
+    let parent = crate::k8s::typed_json(obj, &ctx.resource).map_err(|source| Error::Encode {
+        object: obj.name_any(),
+        source,
+    })?;
     let deleting = obj.metadata.deletion_timestamp.is_some();
     let has_finalizer = obj.finalizers().iter().any(|f| f == FINALIZER);
     if deleting && !has_finalizer {
@@ -173,7 +157,7 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
         )
         .await?;
     }
-    let patch = status::after_success(&parent, &outcome, &now());
+    let patch = status::after_success(&parent, &outcome, &crate::k8s::now_rfc3339());
     let status_unchanged = apply::merge_is_noop(&parent, &patch);
     ctx.shared.metrics.record_write("status", !status_unchanged);
     if status_unchanged {
@@ -233,13 +217,12 @@ fn observe(obj: &DynamicObject, ctx: &KindCtx) -> Vec<Value> {
             if child.labels().get(PARENT_UID_LABEL) != Some(&uid) {
                 continue;
             }
-            let mut child = (*child).clone();
-            child.types = Some(TypeMeta {
-                api_version: cache.resource.api_version.clone(),
-                kind: cache.resource.kind.clone(),
-            });
-            if let Ok(v) = serde_json::to_value(&child) {
-                out.push(v);
+            match crate::k8s::typed_json(&child, &cache.resource) {
+                Ok(v) => out.push(v),
+                // Not expected of an object that was decoded from JSON; said rather than lost.
+                Err(e) => {
+                    tracing::warn!(child = %child.name_any(), error = %e, "an observed child cannot be encoded; left out")
+                }
             }
         }
     }
@@ -255,7 +238,7 @@ async fn run_pipeline(
     observed: Vec<Value>,
 ) -> Result<Outcome, Error> {
     let metrics = ctx.shared.metrics.clone();
-    let now = now();
+    let now = crate::k8s::now_rfc3339();
     let span = tracing::Span::current();
     tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
@@ -294,11 +277,7 @@ async fn apply_all(
     let family = apply::family(observed, &parent.uid);
     let manager = apply::field_manager(&parent.uid);
     let find = |d: &Desired| {
-        let id = (
-            d.object.kind.clone(),
-            d.object.namespace.clone().unwrap_or_default(),
-            d.object.name.clone(),
-        );
+        let id = d.object.key();
         observed.iter().find(|o| apply::identity(o) == id)
     };
     // Reads of what was not observed: does something of that name exist already?
@@ -394,11 +373,9 @@ async fn api_for(
 ) -> Result<Api<DynamicObject>, Error> {
     let (ar, namespaced) = ctx.shared.discovery.resolve(kind).await?;
     let client = ctx.shared.client.clone();
-    match (namespace, namespaced) {
-        (Some(ns), true) if !ns.is_empty() => Ok(Api::namespaced_with(client, ns, &ar)),
-        (None, false) => Ok(Api::all_with(client, &ar)),
-        (Some(""), false) => Ok(Api::all_with(client, &ar)),
-        (ns, namespaced) => Err(Error::Discovery {
+    match crate::k8s::api(client, &ar, namespace, namespaced) {
+        Some(api) => Ok(api),
+        None => Err(Error::Discovery {
             kind: kind.to_string(),
             why: format!(
                 "the kind is {}, but the object {}",
@@ -407,7 +384,7 @@ async fn api_for(
                 } else {
                     "cluster-scoped"
                 },
-                match ns {
+                match namespace {
                     Some(ns) if !ns.is_empty() => format!("names namespace {ns}"),
                     _ => "names no namespace".to_string(),
                 }
@@ -420,14 +397,9 @@ async fn api_for(
 /// (a precondition on its uid: one deleted and re-created by someone else is left alone).
 async fn prune(ctx: &KindCtx, plan: &[&Value]) -> Result<(), Error> {
     for object in plan {
-        let (kind, namespace, name) = apply::identity(object);
-        let api = api_for(ctx, &kind, Some(namespace.as_str())).await?;
-        tracing::info!(
-            kind,
-            namespace,
-            name,
-            "pruning a child no plugin wants any more"
-        );
+        let key = apply::identity(object);
+        let api = api_for(ctx, &key.kind, key.namespace.as_deref()).await?;
+        tracing::info!(child = %key, "pruning a child no plugin wants any more");
         let params = DeleteParams {
             preconditions: Some(Preconditions {
                 uid: object
@@ -438,12 +410,12 @@ async fn prune(ctx: &KindCtx, plan: &[&Value]) -> Result<(), Error> {
             }),
             ..DeleteParams::background()
         };
-        match api.delete(&name, &params).await {
+        match api.delete(&key.name, &params).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
             Err(source) => {
                 return Err(Error::Prune {
-                    object: format!("{kind} {namespace}/{name}"),
+                    object: key.to_string(),
                     source,
                 });
             }
@@ -517,22 +489,7 @@ async fn report_failure(obj: &DynamicObject, parent: &Value, ctx: &KindCtx, erro
 }
 
 fn failure_patch(parent: &Value, error: &Error) -> Value {
-    match error {
-        Error::Pipeline(e) => status::after_failure(parent, e, &now()),
-        other => {
-            let e = crate::pipeline::Error::Parent(other.to_string());
-            let mut patch = status::after_failure(parent, &e, &now());
-            if let Some(c) = patch
-                .pointer_mut("/status/conditions")
-                .and_then(Value::as_array_mut)
-                && let Some(own) = c.iter_mut().find(|c| c["type"] == status::RECONCILED)
-            {
-                own["reason"] = json!(other.reason());
-                own["message"] = json!(other.to_string());
-            }
-            patch
-        }
-    }
+    status::after_failure(parent, error, &crate::k8s::now_rfc3339())
 }
 
 async fn publish_events(obj: &DynamicObject, ctx: &KindCtx, outcome: &Outcome) {
@@ -574,11 +531,4 @@ async fn publish_events(obj: &DynamicObject, ctx: &KindCtx, outcome: &Outcome) {
 /// be over it, and the event refused).
 fn truncate(s: &str, max: usize) -> String {
     crate::policy::cut_message(s, max.min(crate::policy::MAX_EVENT_NOTE))
-}
-
-fn now() -> String {
-    jiff::Timestamp::now()
-        .round(jiff::Unit::Second)
-        .map(|t| t.to_string())
-        .unwrap_or_default()
 }

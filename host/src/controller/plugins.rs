@@ -11,16 +11,16 @@ use std::{
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{
     Api, ResourceExt,
     api::{DynamicObject, ListParams, Patch, PatchParams},
-    core::TypeMeta,
     runtime::{WatchStreamExt, watcher},
 };
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{Error, Shared, apply::PARENT_UID_LABEL, fetch};
+use super::{Error, Owned, Shared, apply::PARENT_UID_LABEL, fetch};
 use crate::{
     crd::{self, WasmPlugin, WasmPluginSpec},
     pipeline::{FailurePolicy, Stage},
@@ -28,13 +28,19 @@ use crate::{
     runtime::{InstanceMode, Limits, LoadOptions, Phase},
 };
 
+/// The `kind` label of the loader's state in the `tracked` metric.
+const LOADER: &str = "WasmPlugin";
+
 /// The state of the loader.
 struct Loader {
     shared: Arc<Shared>,
     specs: Mutex<HashMap<String, WasmPlugin>>,
-    config_maps: Mutex<HashMap<(String, String), tokio::task::JoinHandle<()>>>,
+    config_maps: Mutex<HashMap<(String, String), Owned>>,
     /// The manifest digest each OCI-sourced WasmPlugin was last loaded from.
     manifests: Mutex<HashMap<String, String>>,
+    /// WasmPlugins whose last load failed for a reason that may pass ([`Error::is_transient`]):
+    /// tried again on the poll interval.
+    retry: Mutex<BTreeSet<String>>,
     reload: mpsc::UnboundedSender<String>,
 }
 
@@ -46,33 +52,37 @@ pub async fn run(shared: Arc<Shared>) {
         specs: Mutex::new(HashMap::new()),
         config_maps: Mutex::new(HashMap::new()),
         manifests: Mutex::new(HashMap::new()),
+        retry: Mutex::new(BTreeSet::new()),
         reload: tx,
     });
     // Tags move: re-resolve every OCI source on an interval. A load whose manifest digest did
     // not change stops after one HEAD request.
-    let poll = {
+    // Owned: when this task is aborted, they stop too (the worker holds the loader, and with it
+    // every ConfigMap watch).
+    let _poll = {
         let loader = loader.clone();
         let every = shared.settings.oci_poll;
-        tokio::spawn(async move {
+        Owned::spawn(async move {
             let mut tick = tokio::time::interval(every);
             tick.tick().await;
             loop {
                 tick.tick().await;
-                let names: Vec<String> = loader
+                let mut names: BTreeSet<String> = loader
                     .lock_specs()
                     .iter()
                     .filter(|(_, wp)| wp.spec.source.oci.is_some())
                     .map(|(n, _)| n.clone())
                     .collect();
+                names.extend(loader.lock_retry().iter().cloned());
                 for name in names {
                     let _ = loader.reload.send(name);
                 }
             }
         })
     };
-    let worker = {
+    let _worker = {
         let loader = loader.clone();
-        tokio::spawn(async move {
+        Owned::spawn(async move {
             while let Some(name) = rx.recv().await {
                 let wp = loader.lock_specs().get(&name).cloned();
                 if let Some(wp) = wp {
@@ -91,8 +101,15 @@ pub async fn run(shared: Arc<Shared>) {
             Ok(watcher::Event::Apply(wp) | watcher::Event::InitApply(wp)) => {
                 let name = wp.name_any();
                 seen_in_init.insert(name.clone());
-                loader.lock_specs().insert(name.clone(), wp);
-                let _ = loader.reload.send(name);
+                // The host's own status writes come back as changes too: only a new spec is
+                // a reason to load (sources that move are watched or polled on their own).
+                let same = loader
+                    .lock_specs()
+                    .insert(name.clone(), wp.clone())
+                    .is_some_and(|old| old.spec == wp.spec);
+                if !same {
+                    let _ = loader.reload.send(name);
+                }
             }
             Ok(watcher::Event::Delete(wp)) => loader.forget(&wp.name_any()),
             Ok(watcher::Event::Init) => seen_in_init.clear(),
@@ -107,8 +124,6 @@ pub async fn run(shared: Arc<Shared>) {
             Err(e) => tracing::warn!(error = %e, "watching WasmPlugins"),
         }
     }
-    worker.abort();
-    poll.abort();
 }
 
 impl Loader {
@@ -116,8 +131,15 @@ impl Loader {
         self.specs.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn lock_retry(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
+        self.retry.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn forget(&self, name: &str) {
         self.lock_specs().remove(name);
+        self.lock_retry().remove(name);
+        self.forget_manifest(name);
+        self.stop_unused_watches();
         if let Some((digest, _)) = self.shared.registry.serving(name) {
             self.shared.registry.remove(name);
             if !self.shared.registry.uses_digest(&digest) {
@@ -127,11 +149,43 @@ impl Loader {
         }
     }
 
+    /// Forgets the manifest digest a WasmPlugin was loaded from (deleted, or no longer OCI).
+    fn forget_manifest(&self, name: &str) {
+        let mut manifests = self.manifests.lock().unwrap_or_else(|e| e.into_inner());
+        manifests.remove(name);
+        self.shared
+            .metrics
+            .tracked_of(LOADER, "oci_manifests")
+            .set(i64::try_from(manifests.len()).unwrap_or(i64::MAX));
+    }
+
+    /// Stops the watches of ConfigMaps no WasmPlugin points at any more.
+    fn stop_unused_watches(&self) {
+        let used: BTreeSet<(String, String)> = self
+            .lock_specs()
+            .values()
+            .filter_map(|wp| wp.spec.source.config_map.as_ref())
+            .map(|cm| (cm.namespace.clone(), cm.name.clone()))
+            .collect();
+        let mut watches = self.config_maps.lock().unwrap_or_else(|e| e.into_inner());
+        // Dropping an owned task stops it.
+        watches.retain(|key, _| used.contains(key));
+        self.shared
+            .metrics
+            .tracked_of(LOADER, "config_map_watches")
+            .set(i64::try_from(watches.len()).unwrap_or(i64::MAX));
+    }
+
     /// Brings one WasmPlugin's serving version up to date with its spec and source.
     async fn load(self: &Arc<Self>, wp: &WasmPlugin) {
         let name = wp.name_any();
         if let Some(cm) = &wp.spec.source.config_map {
             self.watch_config_map(&cm.namespace, &cm.name);
+        }
+        // A source that moved away from a ConfigMap or a registry leaves nothing behind.
+        self.stop_unused_watches();
+        if wp.spec.source.oci.is_none() {
+            self.forget_manifest(&name);
         }
         let serving = self.shared.registry.serving(&name);
         let outcome = self.try_load(&name, &wp.spec, serving.as_ref()).await;
@@ -148,6 +202,14 @@ impl Loader {
                 outcome: result.to_string(),
             })
             .inc();
+        match &outcome {
+            Err(e) if e.is_transient() => {
+                self.lock_retry().insert(name.clone());
+            }
+            _ => {
+                self.lock_retry().remove(&name);
+            }
+        }
         if let Err(e) = &outcome {
             tracing::warn!(wasm_plugin = %name, error = %e, "new plugin version refused");
         }
@@ -165,12 +227,15 @@ impl Loader {
     ) -> Result<bool, Error> {
         let shared = &self.shared;
         let mut manifest = None;
+        // The registry options (the pull secret read once per load, for the resolve and the
+        // pull alike).
+        let mut registry = None;
         if let Some(oci_source) = &spec.source.oci {
             let options =
                 fetch::oci_options(&shared.client, name, &shared.settings.oci, oci_source).await?;
             let resolved = crate::source::oci::resolve(&oci_source.reference, &options)
                 .await
-                .map_err(|source| Error::Oci {
+                .map_err(|source| Error::Fetch {
                     plugin: name.to_string(),
                     source,
                 })?;
@@ -184,14 +249,23 @@ impl Loader {
                 return Ok(false);
             }
             manifest = Some(resolved);
+            registry = Some(options);
         }
-        let fetched =
-            fetch::fetch(&shared.client, name, &spec.source, &shared.settings.oci).await?;
+        let fetched = fetch::fetch(
+            &shared.client,
+            name,
+            &spec.source,
+            &shared.settings.oci,
+            registry,
+        )
+        .await?;
         if let Some(manifest) = manifest {
-            self.manifests
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(name.to_string(), manifest);
+            let mut manifests = self.manifests.lock().unwrap_or_else(|e| e.into_inner());
+            manifests.insert(name.to_string(), manifest);
+            self.shared
+                .metrics
+                .tracked_of(LOADER, "oci_manifests")
+                .set(i64::try_from(manifests.len()).unwrap_or(i64::MAX));
         }
         if let Some((digest, old_spec)) = serving
             && *digest == fetched.digest
@@ -309,33 +383,33 @@ impl Loader {
                 };
                 // Children share the parent's scope (the policy refuses the rest): never a
                 // cluster-wide list of a namespaced kind.
-                let api: Api<DynamicObject> = match (&namespace, namespaced) {
-                    (Some(ns), true) => Api::namespaced_with(shared.client.clone(), ns, &ar),
-                    (None, false) => Api::all_with(shared.client.clone(), &ar),
-                    _ => continue,
+                let Some(api) =
+                    crate::k8s::api(shared.client.clone(), &ar, namespace.as_deref(), namespaced)
+                else {
+                    continue;
                 };
                 let selector = format!("{PARENT_UID_LABEL}={uid}");
-                for mut child in api
+                for child in api
                     .list(&ListParams::default().labels(&selector))
                     .await?
                     .items
                 {
-                    child.types = Some(TypeMeta {
-                        api_version: ar.api_version.clone(),
-                        kind: ar.kind.clone(),
-                    });
-                    observed.push(serde_json::to_value(&child).unwrap_or_default());
+                    observed.push(crate::k8s::typed_json(&child, &ar).map_err(|source| {
+                        Error::Encode {
+                            object: format!("{} {}", ar.kind, child.name_any()),
+                            source,
+                        }
+                    })?);
                 }
             }
             // As in a reconcile: only what the parent controls, never an object that merely
             // carries its label.
             let observed = super::apply::ours(observed, &uid);
-            let mut parent_obj = parent.clone();
-            parent_obj.types = Some(TypeMeta {
-                api_version: resource.api_version.clone(),
-                kind: resource.kind.clone(),
-            });
-            let parent_json = serde_json::to_value(&parent_obj).unwrap_or_default();
+            let parent_json =
+                crate::k8s::typed_json(&parent, &resource).map_err(|source| Error::Encode {
+                    object: parent.name_any(),
+                    source,
+                })?;
             let run = pipeline.clone();
             let now = jiff::Timestamp::now().to_string();
             let result = tokio::task::spawn_blocking(move || {
@@ -345,7 +419,7 @@ impl Loader {
             .map_err(|e| Error::Join(e.to_string()))?;
             if let Err(e) = result
                 && e.plugin() == Some(stage.plugin.name())
-                && e.reason() != "InvalidParent"
+                && !e.blames_parent()
             {
                 let parent = match &namespace {
                     Some(ns) => format!("{ns}/{}", parent.name_any()),
@@ -369,7 +443,7 @@ impl Loader {
         let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
         let loader = Arc::downgrade(self);
         let (ns, cm) = key.clone();
-        let task = tokio::spawn(async move {
+        let task = Owned::spawn(async move {
             let mut events = watcher(api, config)
                 .default_backoff()
                 .applied_objects()
@@ -399,6 +473,10 @@ impl Loader {
             }
         });
         watches.insert(key, task);
+        self.shared
+            .metrics
+            .tracked_of(LOADER, "config_map_watches")
+            .set(i64::try_from(watches.len()).unwrap_or(i64::MAX));
     }
 
     async fn write_status(
@@ -415,10 +493,6 @@ impl Loader {
                 .find(|s| Some(s.plugin.digest()) == serving.as_ref().map(|(d, _)| d.as_str()))
                 .map(|s| s.plugin.clone())
         });
-        let now = jiff::Timestamp::now()
-            .round(jiff::Unit::Second)
-            .map(|t| t.to_string())
-            .unwrap_or_default();
         let (status, reason, message) = match (error, &serving) {
             (None, Some((digest, _))) => {
                 ("True", "Loaded".to_string(), format!("serving {digest}"))
@@ -435,28 +509,54 @@ impl Loader {
                 "no version loaded".to_string(),
             ),
         };
-        let old = wp
+        // The transition time moves only when the status flips.
+        let since = wp
             .status
             .as_ref()
-            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"));
-        let since = match old {
-            Some(c) if c.status == status => {
-                serde_json::to_value(&c.last_transition_time).unwrap_or(json!(now))
-            }
-            _ => json!(now),
-        };
-        let patch = json!({"status": {
-            "digest": serving.as_ref().map(|(d, _)| d),
-            "plugin": plugin.as_ref().map(|p| p.name()),
-            "version": plugin.as_ref().map(|p| p.info().version.clone()),
-            "childKinds": plugin.as_ref().map(|p| p.info().child_kinds.clone()).unwrap_or_default(),
-            "lastError": error.map(ToString::to_string),
-            "observedGeneration": wp.metadata.generation,
-            "conditions": [{
-                "type": "Ready", "status": status, "reason": reason, "message": message,
-                "lastTransitionTime": since, "observedGeneration": wp.metadata.generation,
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+            .filter(|c| c.status == status)
+            .map_or_else(
+                // Serialized with whole seconds, as the API stores it.
+                || Time(jiff::Timestamp::now()),
+                |c| c.last_transition_time.clone(),
+            );
+        let typed = crd::WasmPluginStatus {
+            digest: serving.as_ref().map(|(d, _)| d.clone()),
+            plugin: plugin.as_ref().map(|p| p.name().to_string()),
+            version: plugin.as_ref().map(|p| p.info().version.clone()),
+            child_kinds: plugin
+                .as_ref()
+                .map(|p| p.info().child_kinds.clone())
+                .unwrap_or_default(),
+            last_error: error.map(|e| {
+                crate::policy::cut_message(&e.to_string(), crate::policy::MAX_CONDITION_MESSAGE)
+            }),
+            observed_generation: wp.metadata.generation,
+            conditions: vec![Condition {
+                type_: "Ready".into(),
+                status: status.into(),
+                reason,
+                message: crate::policy::cut_message(&message, crate::policy::MAX_CONDITION_MESSAGE),
+                last_transition_time: since,
+                observed_generation: wp.metadata.generation,
             }],
-        }});
+        };
+        let mut body = serde_json::to_value(&typed).map_err(kube::Error::SerdeError)?;
+        // A merge patch keeps what it does not mention: a field the typed status leaves out
+        // (no error any more, no plugin serving) is cleared with a null.
+        if let Some(map) = body.as_object_mut() {
+            for field in [
+                "digest",
+                "plugin",
+                "version",
+                "childKinds",
+                "lastError",
+                "observedGeneration",
+            ] {
+                map.entry(field).or_insert(Value::Null);
+            }
+        }
+        let patch = json!({ "status": body });
         let api: Api<WasmPlugin> = Api::all(self.shared.client.clone());
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use crate::pipeline::{Error, Outcome};
+use crate::pipeline::Outcome;
 
 /// The condition type the host itself reports on every parent.
 pub const RECONCILED: &str = "Reconciled";
@@ -70,9 +70,9 @@ pub fn after_success(parent: &Value, outcome: &Outcome, now: &str) -> Value {
     json!({ "status": body })
 }
 
-/// The status merge patch after a failed run: only the host's condition changes; plugin
-/// conditions and fields stay as the last successful run left them.
-pub fn after_failure(parent: &Value, error: &Error, now: &str) -> Value {
+/// The status merge patch after a failed run (a plugin, the policy or the API): only the host's
+/// condition changes; plugin conditions and fields stay as the last successful run left them.
+pub fn after_failure(parent: &Value, error: &super::Error, now: &str) -> Value {
     let generation = parent
         .pointer("/metadata/generation")
         .and_then(Value::as_i64)
@@ -145,7 +145,7 @@ fn condition(kind: &str, c: &Cond, old: Option<&Value>, generation: i64, now: &s
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::Reported;
+    use crate::pipeline::{Error, Reported};
     use crate::runtime::Condition;
 
     fn parent(conditions: Value) -> Value {
@@ -217,7 +217,7 @@ mod tests {
             plugin: "backup".into(),
             limit: std::time::Duration::from_secs(2),
         });
-        let patch = after_failure(&p, &err, "T2");
+        let patch = after_failure(&p, &err.into(), "T2");
         let conds = patch["status"]["conditions"].as_array().unwrap();
         assert_eq!(conds.len(), 2);
         assert_eq!(conds[0]["status"], "False");
@@ -233,16 +233,26 @@ mod tests {
 
     #[test]
     fn a_failure_message_of_plugin_chosen_length_is_cut_to_the_api_limit() {
-        let err = Error::Parent("é".repeat(100_000));
-        let patch = after_failure(&parent(json!([])), &err, "T");
-        let message = patch["status"]["conditions"][0]["message"]
-            .as_str()
-            .unwrap();
-        assert!(
-            message.len() <= crate::policy::MAX_CONDITION_MESSAGE,
-            "{}",
-            message.len()
-        );
-        assert!(message.ends_with("[cut by the host]"));
+        // From a plugin (through the pipeline) and from the host's own steps alike: a source
+        // or an API error quotes names and server text of any length too.
+        let errors: [super::super::Error; 2] = [
+            Error::Parent("é".repeat(100_000)).into(),
+            super::super::Error::Source {
+                plugin: "p".into(),
+                why: "é".repeat(100_000),
+            },
+        ];
+        for err in errors {
+            let patch = after_failure(&parent(json!([])), &err, "T");
+            let condition = &patch["status"]["conditions"][0];
+            assert_eq!(condition["reason"], err.reason());
+            let message = condition["message"].as_str().unwrap();
+            assert!(
+                message.len() <= crate::policy::MAX_CONDITION_MESSAGE,
+                "{}",
+                message.len()
+            );
+            assert!(message.ends_with("[cut by the host]"));
+        }
     }
 }

@@ -336,6 +336,13 @@ pub struct Checked {
     pub object: Value,
 }
 
+impl Checked {
+    /// Which object this is.
+    pub fn key(&self) -> crate::k8s::ObjectKey {
+        crate::k8s::ObjectKey::new(&self.kind, self.namespace.as_deref(), &self.name)
+    }
+}
+
 /// Why one object was refused: (object description suffix, field, rule, why).
 type Refusal = (String, String, Rule, String);
 
@@ -401,12 +408,7 @@ impl Policy {
                         rule,
                         why,
                     })?;
-            let identity = (
-                checked.kind.clone(),
-                checked.namespace.clone(),
-                checked.name.clone(),
-            );
-            if !seen.insert(identity) {
+            if !seen.insert(checked.key()) {
                 return Err(fail(
                     format!("desired[{i}] {}", describe(&checked)),
                     Rule::Duplicate,

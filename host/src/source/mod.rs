@@ -71,12 +71,14 @@ pub enum Error {
         limit: u64,
     },
 
-    /// The plugin's digest is not the pinned one.
+    /// The plugin's digest is not the pinned one (from any source: a registry, a ConfigMap, a
+    /// file).
     #[error(
-        "{reference}: refusing the plugin: pinned digest is {expected}, the registry has {actual}{hint}"
+        "{source_name}: refusing the plugin: pinned digest is {expected}, the component's is {actual}{hint}"
     )]
     DigestMismatch {
-        reference: String,
+        /// The source, as `oci <reference>`, `configMap ns/name[key]` or `file <path>`.
+        source_name: String,
         expected: String,
         actual: String,
         hint: &'static str,
@@ -138,4 +140,20 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub fn install_crypto_provider() {
     // Err means a provider is already installed, which is all this function promises.
     let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// A `sha256` pin, `sha256:<hex>` or the bare hex, normalised to lowercase `sha256:<hex>`.
+/// Checked before anything is fetched, whatever the source.
+///
+/// # Errors
+/// [`Error::InvalidPin`] for anything else.
+pub fn parse_pin(pin: &str) -> Result<String> {
+    let hex = pin.strip_prefix("sha256:").unwrap_or(pin);
+    if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(format!("sha256:{}", hex.to_ascii_lowercase()))
+    } else {
+        Err(Error::InvalidPin {
+            pin: pin.to_string(),
+        })
+    }
 }

@@ -28,7 +28,7 @@ use oci_client::{
 use sha2::{Digest as _, Sha256};
 
 pub use super::auth::RegistryAuth;
-use super::{Error, Result};
+use super::{Error, Result, parse_pin};
 use crate::runtime::Runtime;
 
 /// Media type of the config of a WebAssembly artifact.
@@ -162,7 +162,7 @@ impl Client {
             && pin != layer.digest
         {
             return Err(Error::DigestMismatch {
-                reference: reference.to_string(),
+                source_name: format!("oci {reference}"),
                 hint: if pin == manifest_digest {
                     " (the pin is the manifest digest; pin the layer digest instead)"
                 } else {
@@ -278,18 +278,6 @@ fn parse_reference(reference: &str) -> Result<Reference> {
             reference: reference.to_string(),
             why: e.to_string(),
         })
-}
-
-/// `sha256:<hex>` or the bare hex, normalised to lowercase `sha256:<hex>`.
-fn parse_pin(pin: &str) -> Result<String> {
-    let hex = pin.strip_prefix("sha256:").unwrap_or(pin);
-    if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        Ok(format!("sha256:{}", hex.to_ascii_lowercase()))
-    } else {
-        Err(Error::InvalidPin {
-            pin: pin.to_string(),
-        })
-    }
 }
 
 /// The one wasm layer of a manifest in the WebAssembly artifact layout.

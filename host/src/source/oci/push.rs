@@ -28,10 +28,7 @@ impl Client {
             })?;
         let layer_digest = plugin.digest().to_string();
         let info = plugin.info();
-        let created = jiff::Timestamp::now()
-            .round(jiff::Unit::Second)
-            .map(|t| t.to_string())
-            .unwrap_or_default();
+        let created = crate::k8s::now_rfc3339();
         // The CNCF wasm OCI artifact config: what a registry UI or another tool needs to know
         // about the component without downloading it.
         let config = serde_json::json!({
