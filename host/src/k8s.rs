@@ -38,6 +38,28 @@ impl ObjectKey {
         )
     }
 
+    /// Whether `object` (as JSON) is the object this key names, compared in place: the host
+    /// looks each desired object up among the observed ones on every reconcile.
+    pub fn is(&self, object: &Value) -> bool {
+        let field = |p: &str| {
+            object
+                .pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        if field("/metadata/name") != self.name
+            || self.namespace.as_deref().unwrap_or_default() != field("/metadata/namespace")
+        {
+            return false;
+        }
+        // `apiVersion/kind` without building it.
+        let (api_version, kind) = (field("/apiVersion"), field("/kind"));
+        self.kind.len() == api_version.len() + 1 + kind.len()
+            && self.kind.starts_with(api_version)
+            && self.kind[api_version.len()..].starts_with('/')
+            && self.kind.ends_with(kind)
+    }
+
     /// A key from its parts; an empty namespace counts as none.
     pub fn new(kind: impl Into<String>, namespace: Option<&str>, name: impl Into<String>) -> Self {
         ObjectKey {
@@ -168,5 +190,20 @@ mod tests {
         let c = ObjectKey::new("v1/ConfigMap", Some("shop"), "c");
         assert_eq!(c.to_string(), "v1/ConfigMap shop/c");
         assert_ne!(ObjectKey::new("v1/ConfigMap", Some("a"), "c"), c);
+        // `is` agrees with comparing keys.
+        let objects = [
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "shop"}}),
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}),
+            serde_json::json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "c", "namespace": "shop"}}),
+            serde_json::json!({"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "shop"}}),
+            serde_json::json!({"apiVersion": "v1/C", "kind": "onfigMap", "metadata": {"name": "c", "namespace": "shop"}}),
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "d", "namespace": "shop"}}),
+            serde_json::json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": ""}}),
+        ];
+        for key in [&a, &c] {
+            for o in &objects {
+                assert_eq!(key.is(o), *key == ObjectKey::of(o), "{key} against {o}");
+            }
+        }
     }
 }

@@ -431,7 +431,7 @@ pub fn up_to_date(object: &Value, observed: &[Value]) -> bool {
     let id = identity(object);
     observed
         .iter()
-        .find(|o| identity(o) == id)
+        .find(|o| id.is(o))
         .is_some_and(|o| stamp(o).as_deref() == Some(want.as_str()) && holds(o, object))
 }
 

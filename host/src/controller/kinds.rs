@@ -210,6 +210,10 @@ async fn start(
                     feeder_queue.parent_deleted(&uid);
                     if let Some(ctx) = feeder_ctx.upgrade() {
                         ctx.remembered.forget(&uid);
+                        // Its rate-limit buckets too (a parent deleted without a finalize
+                        // phase never reached the forget at its end).
+                        ctx.shared.reconciles.forget_parent(&uid);
+                        ctx.shared.events.forget_parent(&uid);
                     }
                     continue;
                 }

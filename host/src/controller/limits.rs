@@ -62,12 +62,24 @@ impl Buckets {
         }
     }
 
-    /// Forgets a key (its parent was deleted).
-    pub fn forget(&self, key: &str) {
+    /// Forgets a parent's buckets (it was deleted): the key that is its uid, and every key
+    /// `<uid>/<more>` (an event bucket per plugin).
+    pub fn forget_parent(&self, uid: &str) {
+        let prefix = format!("{uid}/");
         self.buckets
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .remove(key);
+            .retain(|key, _| key != uid && !key.starts_with(&prefix));
+    }
+
+    /// How many keys are kept.
+    pub fn len(&self) -> usize {
+        self.buckets.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Whether no key is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -91,6 +103,20 @@ mod tests {
         assert!(b.take("p", t0 + Duration::from_millis(1_200)).is_err());
         // Keys are independent.
         assert!(b.take("q", t0).is_ok());
+    }
+
+    #[test]
+    fn forgetting_a_parent_forgets_its_uid_and_every_key_under_it() {
+        let b = Buckets::new(3, Duration::from_secs(1));
+        let t0 = Instant::now();
+        for key in ["u1", "u1/storage", "u1/backup", "u10/storage", "u2"] {
+            b.take(key, t0).unwrap();
+        }
+        b.forget_parent("u1");
+        assert_eq!(b.len(), 2, "u10/storage and u2 stay");
+        b.forget_parent("u10");
+        b.forget_parent("u2");
+        assert!(b.is_empty());
     }
 
     #[test]

@@ -173,8 +173,8 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
     if deleting {
         if outcome.finalized {
             set_finalizer(obj, ctx, false).await?;
-            ctx.shared.reconciles.forget(&uid);
-            ctx.shared.events.forget(&uid);
+            ctx.shared.reconciles.forget_parent(&uid);
+            ctx.shared.events.forget_parent(&uid);
             return Ok(Action::await_change());
         }
         return Ok(Action::requeue(
@@ -278,7 +278,7 @@ async fn apply_all(
     let manager = apply::field_manager(&parent.uid);
     let find = |d: &Desired| {
         let id = d.object.key();
-        observed.iter().find(|o| apply::identity(o) == id)
+        observed.iter().find(|o| id.is(o))
     };
     // Reads of what was not observed: does something of that name exist already?
     let reads = outcome.desired.iter().map(|desired| async {

@@ -90,15 +90,13 @@ const PRIVILEGED: &[&str] = &[
 /// Whether `kind` (`group/version/Kind`) is one of [`PRIVILEGED`] in any version: a kind
 /// served at `v1beta1` too is no less privileged there.
 pub fn is_privileged(kind: &str) -> bool {
-    let group_kind = |k: &str| {
+    // Borrowed parts, no allocation: this runs for every desired object of every reconcile.
+    fn group_kind(k: &str) -> (&str, &str) {
         let mut parts = k.rsplitn(3, '/');
         let name = parts.next().unwrap_or_default();
         let _version = parts.next();
-        (
-            parts.next().unwrap_or_default().to_string(),
-            name.to_string(),
-        )
-    };
+        (parts.next().unwrap_or_default(), name)
+    }
     let wanted = group_kind(kind);
     PRIVILEGED.iter().any(|p| group_kind(p) == wanted)
 }

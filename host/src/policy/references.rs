@@ -177,7 +177,8 @@ pub fn check(
 fn collect(kind: &str, object: &Value) -> Vec<Ref> {
     let mut refs = Vec::new();
     for (prefix, spec) in pod_specs(kind, object) {
-        pod_refs(spec, &prefix, &mut refs);
+        let mut path = prefix;
+        pod_refs(spec, &mut path, &mut refs);
     }
     let (group, kind_name) = group_kind(kind);
     match (group, kind_name) {
@@ -269,47 +270,65 @@ impl Ref {
 /// Walks a pod spec for Secret and claim references: `secretKeyRef`, `secretRef`, any
 /// `…SecretRef` (CSI's `nodePublishSecretRef`), `secretName`, a projected source's `secret`,
 /// `imagePullSecrets`, `persistentVolumeClaim.claimName`, and ephemeral volumes' claim templates.
-fn pod_refs(value: &Value, path: &str, refs: &mut Vec<Ref>) {
+///
+/// `path` is the field path so far, a buffer grown and cut back as the walk goes: a path is
+/// written out only for a reference found (this runs on every pod template of every reconcile).
+fn pod_refs(value: &Value, path: &mut String, refs: &mut Vec<Ref>) {
     match value {
         Value::Object(map) => {
             for (key, v) in map {
-                let here = format!("{path}.{key}");
+                let len = path.len();
+                path.push('.');
+                path.push_str(key);
                 let secret = "Secret";
-                match key.as_str() {
+                let descend = match key.as_str() {
                     "secretKeyRef" | "secretRef" | "secret" if v.get("name").is_some() => {
-                        refs.push(Ref::named(format!("{here}.name"), "", secret, &v["name"]));
+                        refs.push(Ref::named(format!("{path}.name"), "", secret, &v["name"]));
+                        true
                     }
                     k if k.ends_with("SecretRef") && v.get("name").is_some() => {
-                        refs.push(Ref::named(format!("{here}.name"), "", secret, &v["name"]));
+                        refs.push(Ref::named(format!("{path}.name"), "", secret, &v["name"]));
+                        true
                     }
-                    "secretName" => refs.push(Ref::named(here.clone(), "", secret, v)),
+                    "secretName" => {
+                        refs.push(Ref::named(path.clone(), "", secret, v));
+                        true
+                    }
                     "imagePullSecrets" => {
                         for (i, item) in items(Some(v)) {
                             if let Some(name) = item.get("name") {
-                                let field = format!("{here}[{i}].name");
+                                let field = format!("{path}[{i}].name");
                                 refs.push(Ref::named(field, "", secret, name));
                             }
                         }
-                        continue;
+                        false
                     }
                     "persistentVolumeClaim" => {
                         if let Some(claim) = v.get("claimName") {
-                            let field = format!("{here}.claimName");
+                            let field = format!("{path}.claimName");
                             refs.push(Ref::named(field, "", "PersistentVolumeClaim", claim));
                         }
+                        true
                     }
                     "volumeClaimTemplate" => {
-                        claim_refs(v.get("spec"), &format!("{here}.spec"), refs);
-                        continue;
+                        claim_refs(v.get("spec"), &format!("{path}.spec"), refs);
+                        false
                     }
-                    _ => {}
+                    _ => true,
+                };
+                if descend {
+                    pod_refs(v, path, refs);
                 }
-                pod_refs(v, &here, refs);
+                path.truncate(len);
             }
         }
         Value::Array(list) => {
             for (i, v) in list.iter().enumerate() {
-                pod_refs(v, &format!("{path}[{i}]"), refs);
+                let len = path.len();
+                // Writing to a String cannot fail.
+                let _ = std::fmt::Write::write_fmt(path, format_args!("[{i}]"));
+                pod_refs(v, path, refs);
+                path.truncate(len);
             }
         }
         _ => {}
