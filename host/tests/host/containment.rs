@@ -5,7 +5,7 @@
 //! The hostile guest takes its attack from its config, overridden per parent by
 //! `spec.hostile`, so one pipeline can hold a victim parent and an attacker.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use windlass::crd::WasmPlugin;
 use windlass_devcluster::{DevCluster, Options};
 
-mod support;
+use crate::support;
 use support::tools::{helm, kubectl, run, try_run};
 
 const NAMESPACE: &str = "windlass-system";

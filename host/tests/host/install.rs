@@ -33,7 +33,7 @@ use serde_json::json;
 use windlass_kubeplane::ControlPlane;
 use windlass_test_guests as guests;
 
-mod support;
+use crate::support;
 use support::{
     condition, eventually,
     tools::{helm, kubectl, try_run},

@@ -2,7 +2,7 @@
 //! `docker-registry`) on loopback and, for interoperability, `skopeo` (Debian package `skopeo`).
 //! `.ci/run` installs both; a missing one fails the tests, naming the package.
 
-mod support;
+use crate::support;
 
 use std::{
     io::{Read as _, Write as _},

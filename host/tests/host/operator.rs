@@ -1,7 +1,7 @@
 //! The operator end to end against the devcluster: WasmPlugins from ConfigMaps, parents and
 //! their children, hot swap, broken versions, finalize, leader failover, API faults.
 
-mod support;
+use crate::support;
 
 use std::{sync::atomic::Ordering, time::Duration};
 
@@ -37,7 +37,7 @@ async fn a_sampledb_gets_owned_labelled_children_and_becomes_ready() {
     );
     let sdbs: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), "shop", &sdb_resource);
     let example: Value =
-        windlass::render::parse_docs(include_str!("../../examples/sampledb.yaml"), "example")
+        windlass::render::parse_docs(include_str!("../../../examples/sampledb.yaml"), "example")
             .unwrap()
             .remove(0);
     let mut sdb: DynamicObject = serde_json::from_value(example).unwrap();
@@ -748,12 +748,13 @@ async fn a_long_running_host_forgets_deleted_parents_and_unused_sources() {
         tasks.push(gauge(&env.metrics().await, TASKS));
     }
     eprintln!("tasks after each round: {tasks:?}");
-    // Each round starts and stops two ConfigMap watches: leaked, the last half of the rounds
-    // would add at least one task per watch.
-    let (half, last) = (tasks[ROUNDS / 2 - 1], tasks[ROUNDS - 1]);
+    // Each round starts and stops two ConfigMap watches. Leaked, each keeps a task and its
+    // connection (a task at each end): measured, the count then climbs 8 to 10 tasks a round
+    // (57 -> 123 in 8 rounds); without a leak, pooled connections move it about 1.5 a round.
+    let per_round = (tasks[ROUNDS - 1] - tasks[0]) as f64 / (ROUNDS - 1) as f64;
     assert!(
-        last - half < ROUNDS as i64,
-        "the task count grows with every round: {tasks:?}"
+        per_round < 4.0,
+        "the task count grows by {per_round:.1} a round: {tasks:?}"
     );
 }
 

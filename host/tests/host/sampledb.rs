@@ -43,7 +43,7 @@ use windlass::{
 use windlass_kubeplane::ControlPlane;
 use windlass_test_guests as guests;
 
-mod support;
+use crate::support;
 
 use support::{WAIT, eventually};
 

@@ -1,0 +1,21 @@
+//! The host's integration tests, one binary: each binary links wasmtime, kube and the
+//! devcluster again, which cost CI minutes for every file. One module per subject; run one with
+//! `cargo test -p windlass --test host -- operator::` (the module path is the filter).
+//!
+//! `operator`, `containment`, `oci` and `sampledb` also run against a real control plane
+//! (`WINDLASS_TEST_CLUSTER=real`, see `support`).
+
+mod support;
+
+mod conformance;
+mod containment;
+mod crds;
+mod dev;
+mod helm;
+mod hostile;
+mod install;
+mod oci;
+mod operator;
+mod render;
+mod sampledb;
+mod sandbox;
