@@ -429,10 +429,8 @@ impl Pipeline {
     }
 }
 
-/// `group/version/Kind` of an object (`v1/Kind` for the core group).
-pub fn kind_of(object: &Value) -> String {
-    crate::k8s::kind_of(object)
-}
+/// `group/version/Kind` of an object (`v1/Kind` for the core group); one copy, in `k8s`.
+pub use crate::k8s::kind_of;
 
 /// Composes two JSON merge patches (RFC 7386): `target` becomes one patch that does what
 /// `target` and then `patch` do. A `null` stays in the result, so a later plugin can delete a

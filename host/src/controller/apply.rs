@@ -355,11 +355,6 @@ fn child_map<'a>(
     child
 }
 
-/// Identity of an object.
-pub fn identity(object: &Value) -> ObjectKey {
-    ObjectKey::of(object)
-}
-
 /// The observed children to delete: those this parent controls (its controller owner reference)
 /// that no plugin wants any more, of a kind the pipeline produces, and not data-bearing.
 pub fn prune_plan<'a>(
@@ -377,7 +372,7 @@ pub fn prune_plan<'a>(
             child_kinds.contains(&kind) && !PROTECTED_KINDS.contains(&kind.as_str())
         })
         .filter(|o| o.pointer("/metadata/deletionTimestamp").is_none())
-        .filter(|o| !wanted.contains(&identity(o)))
+        .filter(|o| !wanted.contains(&ObjectKey::of(o)))
         .collect()
 }
 
@@ -428,7 +423,7 @@ pub fn up_to_date(object: &Value, observed: &[Value]) -> bool {
     let Some(want) = stamp(object) else {
         return false;
     };
-    let id = identity(object);
+    let id = ObjectKey::of(object);
     observed
         .iter()
         .find(|o| id.is(o))

@@ -397,7 +397,7 @@ async fn api_for(
 /// (a precondition on its uid: one deleted and re-created by someone else is left alone).
 async fn prune(ctx: &KindCtx, plan: &[&Value]) -> Result<(), Error> {
     for object in plan {
-        let key = apply::identity(object);
+        let key = crate::k8s::ObjectKey::of(object);
         let api = api_for(ctx, &key.kind, key.namespace.as_deref()).await?;
         tracing::info!(child = %key, "pruning a child no plugin wants any more");
         let params = DeleteParams {

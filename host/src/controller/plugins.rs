@@ -149,14 +149,19 @@ impl Loader {
         }
     }
 
+    /// Shows the size of one of the loader's maps in the `tracked` metric.
+    fn show(&self, what: &str, len: usize) {
+        self.shared
+            .metrics
+            .tracked_of(LOADER, what)
+            .set(i64::try_from(len).unwrap_or(i64::MAX));
+    }
+
     /// Forgets the manifest digest a WasmPlugin was loaded from (deleted, or no longer OCI).
     fn forget_manifest(&self, name: &str) {
         let mut manifests = self.manifests.lock().unwrap_or_else(|e| e.into_inner());
         manifests.remove(name);
-        self.shared
-            .metrics
-            .tracked_of(LOADER, "oci_manifests")
-            .set(i64::try_from(manifests.len()).unwrap_or(i64::MAX));
+        self.show("oci_manifests", manifests.len());
     }
 
     /// Stops the watches of ConfigMaps no WasmPlugin points at any more.
@@ -170,10 +175,7 @@ impl Loader {
         let mut watches = self.config_maps.lock().unwrap_or_else(|e| e.into_inner());
         // Dropping an owned task stops it.
         watches.retain(|key, _| used.contains(key));
-        self.shared
-            .metrics
-            .tracked_of(LOADER, "config_map_watches")
-            .set(i64::try_from(watches.len()).unwrap_or(i64::MAX));
+        self.show("config_map_watches", watches.len());
     }
 
     /// Brings one WasmPlugin's serving version up to date with its spec and source.
@@ -262,10 +264,7 @@ impl Loader {
         if let Some(manifest) = manifest {
             let mut manifests = self.manifests.lock().unwrap_or_else(|e| e.into_inner());
             manifests.insert(name.to_string(), manifest);
-            self.shared
-                .metrics
-                .tracked_of(LOADER, "oci_manifests")
-                .set(i64::try_from(manifests.len()).unwrap_or(i64::MAX));
+            self.show("oci_manifests", manifests.len());
         }
         if let Some((digest, old_spec)) = serving
             && *digest == fetched.digest
@@ -473,10 +472,7 @@ impl Loader {
             }
         });
         watches.insert(key, task);
-        self.shared
-            .metrics
-            .tracked_of(LOADER, "config_map_watches")
-            .set(i64::try_from(watches.len()).unwrap_or(i64::MAX));
+        self.show("config_map_watches", watches.len());
     }
 
     async fn write_status(

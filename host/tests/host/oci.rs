@@ -189,6 +189,18 @@ fn digest_of(path: &str) -> String {
     Runtime::digest(&guests::bytes(path))
 }
 
+/// Pushes a test guest with the library (as `windlass plugin push` does).
+async fn push_guest(guest: &str, reference: &str, options: &Options) {
+    let runtime = Runtime::new(RuntimeConfig {
+        max_instances: 8,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    oci::push(reference, &guests::bytes(guest), &runtime, options)
+        .await
+        .unwrap();
+}
+
 fn skopeo_raw(args: &[&str], reference: &str) -> Value {
     let out = Command::new(find_tool("skopeo", "skopeo"))
         .args(["inspect", "--tls-verify=false", "--raw"])
@@ -592,20 +604,8 @@ async fn a_running_host_loads_a_plugin_from_the_registry_swaps_on_retag_and_refu
     use serde_json::json;
     use support::{Env, data, eventually, operator_config};
     let registry = Registry::start(false);
-    let runtime = Runtime::new(RuntimeConfig {
-        max_instances: 8,
-        ..RuntimeConfig::default()
-    })
-    .unwrap();
     let reference = registry.reference("plugins/children:stable");
-    oci::push(
-        &reference,
-        &guests::bytes(guests::CHILDREN),
-        &runtime,
-        &registry.options(),
-    )
-    .await
-    .unwrap();
+    push_guest(guests::CHILDREN, &reference, &registry.options()).await;
 
     let mut env = Env::start().await;
     let mut config = operator_config("test", None);
@@ -631,14 +631,7 @@ async fn a_running_host_loads_a_plugin_from_the_registry_swaps_on_retag_and_refu
     env.wait_for_child_version("t1", "1.0.0").await;
 
     // Retag: the same tag now names v2; the host notices on its next poll and swaps.
-    oci::push(
-        &reference,
-        &guests::bytes(guests::CHILDREN_V2),
-        &runtime,
-        &registry.options(),
-    )
-    .await
-    .unwrap();
+    push_guest(guests::CHILDREN_V2, &reference, &registry.options()).await;
     env.wait_for_child_version("t1", "2.0.0").await;
 
     // A pin that does not match what the tag names: refused, v2 keeps serving.
@@ -676,20 +669,13 @@ async fn a_load_from_a_registry_with_a_pull_secret_reads_the_secret_once() {
     use serde_json::json;
     use support::{Env, eventually, operator_config};
     let registry = Registry::start(true);
-    let runtime = Runtime::new(RuntimeConfig {
-        max_instances: 8,
-        ..RuntimeConfig::default()
-    })
-    .unwrap();
     let reference = registry.reference("plugins/children:stable");
-    oci::push(
+    push_guest(
+        guests::CHILDREN,
         &reference,
-        &guests::bytes(guests::CHILDREN),
-        &runtime,
         &registry.options_with(USER, PASSWORD),
     )
-    .await
-    .unwrap();
+    .await;
 
     let env = Env::start().await;
     let auth = base64::engine::general_purpose::STANDARD.encode(format!("{USER}:{PASSWORD}"));
