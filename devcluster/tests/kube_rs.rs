@@ -227,13 +227,22 @@ async fn a_crd_serves_its_kind_validates_it_and_stops_serving_when_deleted() {
         .await
         .expect("crd");
     established(&crds, "widgets.test.windlass.dev").await;
-    let discovery = kube::Discovery::new(dc.client())
-        .run()
-        .await
-        .expect("discovery");
-    let (ar, caps) = discovery
-        .resolve_gvk(&GroupVersionKind::gvk("test.windlass.dev", "v1", "Widget"))
-        .expect("discovered");
+    // kube-apiserver updates its discovery documents a moment after Established (seen once in
+    // CI): look again until the kind is listed.
+    let gvk = GroupVersionKind::gvk("test.windlass.dev", "v1", "Widget");
+    let mut found = None;
+    for _ in 0..100 {
+        let discovery = kube::Discovery::new(dc.client())
+            .run()
+            .await
+            .expect("discovery");
+        found = discovery.resolve_gvk(&gvk);
+        if found.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (ar, caps) = found.expect("discovered");
     assert_eq!(ar.plural, "widgets");
     assert_eq!(caps.scope, kube::discovery::Scope::Namespaced);
 
