@@ -9,19 +9,11 @@ use std::{
     process::Command,
 };
 
-/// (constant name, package, artifact stem)
+// The SampleDB plugins: `SAMPLEDB_PLUGINS`, `is_cargo_package`, `sampledb_component`.
+include!("../plugins/sampledb_plugins.rs");
+
+/// The misbehaving and helper guests, as (constant name, package, artifact stem).
 const COMPONENTS: &[(&str, &str, &str)] = &[
-    (
-        "STORAGE",
-        "windlass-plugin-storage",
-        "windlass_plugin_storage",
-    ),
-    ("BACKUP", "windlass-plugin-backup", "windlass_plugin_backup"),
-    (
-        "UPGRADE",
-        "windlass-plugin-upgrade",
-        "windlass_plugin_upgrade",
-    ),
     ("LOOP", "guest-loop", "guest_loop"),
     ("ALLOC_BOMB", "guest-alloc-bomb", "guest_alloc_bomb"),
     ("PANIC", "guest-panic", "guest_panic"),
@@ -113,6 +105,9 @@ fn main() {
     for (_, package, _) in COMPONENTS {
         cmd.args(["-p", package]);
     }
+    for (_, package) in SAMPLEDB_PLUGINS.iter().filter(|(_, s)| is_cargo_package(s)) {
+        cmd.args(["-p", package]);
+    }
     // The outer build's settings (its target, flags, jobserver, profile) must not leak into the
     // nested one.
     for (key, _) in env::vars() {
@@ -160,20 +155,33 @@ fn main() {
         )
         .expect("writing to a String");
     }
-    // Plugins in other languages are built by their own toolchains (`cargo xtask plugins`, which
-    // installs them), not by cargo: only their paths are known here.
-    for (name, file) in [
-        ("PRIMARY", "sampledb-primary.wasm"),
-        ("CONVENTIONS", "sampledb-conventions.wasm"),
-    ] {
-        let path = target_dir.join("plugins").join(file);
+    // The SampleDB plugins, each as a constant named after it (`sampledb-storage` → `STORAGE`)
+    // and all of them in pipeline order. Those in other languages are built by their own
+    // toolchains (`cargo xtask plugins`, which installs them), not by cargo: only their paths
+    // are known here.
+    let mut list = String::new();
+    for (name, source) in SAMPLEDB_PLUGINS {
+        let path = target_dir.join(sampledb_component(name, source));
+        if is_cargo_package(source) {
+            assert!(path.exists(), "{source} did not produce {}", path.display());
+        }
+        let constant = name
+            .trim_start_matches("sampledb-")
+            .to_uppercase()
+            .replace('-', "_");
         writeln!(
             consts,
-            "/// Where `cargo xtask plugins` writes `{file}` (not built by cargo).\npub const {name}: &str = {:?};",
+            "/// The `{name}` plugin's component (from `{source}`).\npub const {constant}: &str = {:?};",
             path.display().to_string()
         )
         .expect("writing to a String");
+        writeln!(list, "    ({name:?}, {constant}),").expect("writing to a String");
     }
+    writeln!(
+        consts,
+        "/// The SampleDB plugins in pipeline order, as (WasmPlugin name, component), from\n/// `plugins/sampledb_plugins.rs`.\npub const SAMPLEDB: &[(&str, &str)] = &[\n{list}];"
+    )
+    .expect("writing to a String");
     let generated =
         Path::new(&env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("components.rs");
     std::fs::write(generated, consts).expect("writing components.rs");

@@ -562,7 +562,7 @@ async fn fresh_cluster(setup: &Setup, name: &str) -> Result<(Cluster, Client, Pa
         (Cluster::Dev(dev), client)
     };
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in windlass::crd::all() {
+    for crd in windlass::crds() {
         let name = crd.metadata.name.clone().unwrap_or_default();
         crds.create(&PostParams::default(), &crd).await?;
         // A real API server serves a new kind only once its CRD is Established.

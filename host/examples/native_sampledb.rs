@@ -62,8 +62,8 @@ use windlass::{
         index::ChildIndex,
         status,
     },
-    pipeline::{Desired, Outcome, kind_of},
-    policy::Checked,
+    pipeline::{Desired, Outcome},
+    policy::{Checked, kind_of},
 };
 use windlass_sdk::testing::run_json;
 

@@ -4,7 +4,7 @@
 //! and runs the operator against it all. [`start_on`] does the same on a cluster that exists
 //! (a real control plane), without the devcluster.
 
-use std::{path::PathBuf, time::Duration};
+use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::{Context as _, Result, bail};
 use k8s_openapi::{
@@ -21,7 +21,12 @@ use tokio::sync::watch;
 use windlass_devcluster::{DevCluster, Options};
 
 use crate::{
-    controller::Discovery, crd::WasmPlugin, operator, pipeline::kind_of, render::parse_docs,
+    controller::Discovery,
+    crd::WasmPlugin,
+    operator,
+    policy::kind_of,
+    render::parse_docs,
+    runtime::{Runtime, RuntimeConfig},
 };
 
 /// The namespace plugins' ConfigMaps live in.
@@ -30,6 +35,23 @@ pub const SYSTEM_NAMESPACE: &str = "windlass-system";
 /// The largest plugin stored in a ConfigMap (the API server's limit is 1 MiB for the whole
 /// object); bigger ones are loaded from their file.
 const CONFIGMAP_LIMIT: usize = 1000 * 1024;
+
+mod sampledb {
+    // `SAMPLEDB_PLUGINS`, `is_cargo_package`, `sampledb_component`.
+    include!("../../plugins/sampledb_plugins.rs");
+}
+
+/// The SampleDB plugins `windlass dev` loads by default, in pipeline order, as (WasmPlugin
+/// name, file where `cargo xtask plugins` writes it), relative to the repository.
+pub fn sampledb_plugins() -> Vec<(String, PathBuf)> {
+    sampledb::SAMPLEDB_PLUGINS
+        .iter()
+        .map(|(name, source)| {
+            let file = sampledb::sampledb_component(name, source);
+            (name.to_string(), PathBuf::from("target/wasm").join(file))
+        })
+        .collect()
+}
 
 /// What `windlass dev` runs.
 #[derive(Debug, Clone)]
@@ -44,6 +66,8 @@ pub struct DevConfig {
     pub manifests: Vec<PathBuf>,
     /// The operator's settings.
     pub operator: operator::Config,
+    /// The plugin runtime's settings.
+    pub runtime: RuntimeConfig,
     /// CronJob time speed-up in the simulator.
     pub cron_speedup: f64,
 }
@@ -106,14 +130,14 @@ const CRD_ESTABLISHED_TIMEOUT: Duration = Duration::from_secs(30);
 async fn install(cluster: Option<DevCluster>, client: Client, config: DevConfig) -> Result<Dev> {
     let apply = PatchParams::apply("windlass-dev").force();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in crate::crd::all() {
+    for crd in crate::crds() {
         let name = crd.metadata.name.clone().unwrap_or_default();
         crds.patch(&name, &apply, &Patch::Apply(&crd))
             .await
             .with_context(|| format!("installing CRD {name}"))?;
     }
     // A real API server serves a new kind only once its CRD is Established.
-    for crd in crate::crd::all() {
+    for crd in crate::crds() {
         let name = crd.metadata.name.clone().unwrap_or_default();
         windlass_devcluster::crd::wait_established(&crds, &name, CRD_ESTABLISHED_TIMEOUT)
             .await
@@ -128,8 +152,9 @@ async fn install(cluster: Option<DevCluster>, client: Client, config: DevConfig)
         install_plugin(&client, name, api_version, kind, path, order).await?;
     }
     let (stop, stopped) = watch::channel(false);
+    let engine = Arc::new(Runtime::new(config.runtime.clone())?);
     let (operator, task) =
-        operator::start(client.clone(), config.operator.clone(), stopped).await?;
+        operator::start(client.clone(), config.operator.clone(), engine, stopped).await?;
     // Parents created before the whole pipeline serves would be reconciled by part of it (and
     // then change again as each plugin arrives): wait for every plugin first.
     let names: Vec<&str> = config.plugins.iter().map(|p| p.0.as_str()).collect();

@@ -1,22 +1,36 @@
 //! Windlass: a Kubernetes operator host whose reconcile logic runs as sandboxed WebAssembly
-//! components ("plugins").
+//! components ("plugins"). This crate is the `windlass` binary and what it adds to the layers
+//! below it; the layers are their own crates, so that `Cargo.toml` holds what
+//! `docs/ARCHITECTURE.md` promises:
 //!
-//! - [`runtime`]: wasmtime only; loads, sandboxes and calls plugins.
-//! - [`policy`]: what a plugin may return; checked before anything it returns is used.
-//! - [`pipeline`]: runs a kind's plugins in order, each output checked by the policy.
-//! - [`render`]: the offline `windlass render` tool, the pipeline exactly as the host runs it.
-//! - [`source`]: where plugin bytes come from (an OCI registry), fetched and verified.
-//! - [`k8s`]: the Kubernetes plumbing the rest shares (API per scope, typed JSON, time).
+//! - [`contract`] (`windlass-contract`): the WIT contract in plain Rust, and the engine traits.
+//! - [`runtime`] (`windlass-runtime`): wasmtime; loads, sandboxes and calls plugins. No
+//!   Kubernetes.
+//! - [`policy`] and [`pipeline`] (`windlass-policy`): what a plugin may return, and a kind's
+//!   plugins run in order with every output checked. Pure.
+//! - [`source`] (`windlass-source`): where plugin bytes come from (an OCI registry), verified.
+//! - [`operator`], [`controller`], [`crd`], [`k8s`], [`admin`], [`metrics`]
+//!   (`windlass-operator`): the controllers and the process around them. No wasmtime.
+//!
+//! Here: [`render`] (`windlass render`, the pipeline offline) and, with the `dev` feature,
+//! [`dev`] (`windlass dev` on the embedded devcluster).
 
-pub mod admin;
-pub mod controller;
-pub mod crd;
+pub use windlass_contract as contract;
+pub use windlass_operator::{admin, controller, crd, k8s, metrics, operator};
+pub use windlass_policy as policy;
+pub use windlass_policy::pipeline;
+pub use windlass_runtime as runtime;
+pub use windlass_source as source;
+
+#[cfg(feature = "dev")]
 pub mod dev;
-pub mod k8s;
-pub mod metrics;
-pub mod operator;
-pub mod pipeline;
-pub mod policy;
 pub mod render;
-pub mod runtime;
-pub mod source;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
+/// Every CRD `windlass crds` prints and the Helm chart ships: the host's WasmPlugin, and the
+/// SampleDB operator's SampleDB.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    use kube::CustomResourceExt as _;
+    vec![crd::WasmPlugin::crd(), sampledb_api::crd::crd()]
+}

@@ -4,10 +4,15 @@
 //!   docker-registry, skopeo, helm), checks formatting, builds the plugins (`plugins`) and the
 //!   real control plane (`kube`), runs every test (which builds the misbehaving test guests to
 //!   wasm32-wasip2) on the devcluster, then the end-to-end tests again on real control planes.
+//! - `layers`: checks with `cargo tree` that each layer crate links only what its layer may
+//!   (the runtime no Kubernetes client, the operator no wasmtime, the production binary no
+//!   devcluster); `ci` runs it first.
 //! - `kube`: builds etcd, kube-apiserver and kube-controller-manager from source at the pinned
 //!   versions (`tools/kube/build.sh`, cached outside the repository) and prints their directory.
 //! - `plugins`: builds the Rust plugins to `target/wasm/wasm32-wasip2/release/` and the Python
-//!   and JavaScript ones (installing their toolchains first) to `target/wasm/plugins/`.
+//!   and JavaScript ones (installing their toolchains first, and running their own unit tests
+//!   with unittest and `node --test`) to `target/wasm/plugins/`; the list is
+//!   `plugins/sampledb_plugins.rs`.
 //! - `dev`: builds the plugins and runs `windlass dev`: the operator on the embedded devcluster.
 //! - `render`: builds the plugins and renders `examples/sampledb.yaml` with the storage plugin.
 //! - `bench runtime`: native vs wasm (fresh, reused) vs HTTP webhook, printing ratios.
@@ -23,25 +28,15 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
-/// The Rust plugins the project ships, as (package, artifact stem).
-const PLUGINS: &[(&str, &str)] = &[
-    ("windlass-plugin-storage", "windlass_plugin_storage"),
-    ("windlass-plugin-backup", "windlass_plugin_backup"),
-    ("windlass-plugin-upgrade", "windlass_plugin_upgrade"),
-];
-
-/// Plugins in other languages, as (source directory, component file): each directory's
-/// `build.sh OUT` builds it with its own toolchain (installed by `.ci/tools-plugins`).
-const OTHER_PLUGINS: &[(&str, &str)] = &[
-    ("plugins/python-primary", "sampledb-primary.wasm"),
-    ("plugins/js-conventions", "sampledb-conventions.wasm"),
-];
+// The SampleDB plugins: `SAMPLEDB_PLUGINS`, `is_cargo_package`, `sampledb_component`.
+include!("../../plugins/sampledb_plugins.rs");
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     match args.as_slice() {
         ["ci"] => ci(),
+        ["layers"] => layers(),
         ["plugins"] => plugins().map(|_| ()),
         ["kube"] => kube().map(|dir| println!("{}", dir.display())),
         ["render", rest @ ..] => render(rest),
@@ -50,7 +45,7 @@ fn main() -> Result<()> {
         ["bench", "host", rest @ ..] => bench_host(rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci | plugins | kube | dev [ARGS…] | render [ARGS…] | \
+                "usage: cargo xtask <ci | layers | plugins | kube | dev [ARGS…] | render [ARGS…] | \
                  bench runtime | bench host [--parents N] [--callgrind [--window SECS]] [--real]>"
             );
             bail!("unknown task {args:?}")
@@ -109,27 +104,28 @@ fn plugins() -> Result<Vec<PathBuf>> {
     ];
     let dir = target_dir.to_str().context("target dir is not UTF-8")?;
     args.push(dir);
-    for (package, _) in PLUGINS {
+    for (_, package) in SAMPLEDB_PLUGINS.iter().filter(|(_, s)| is_cargo_package(s)) {
         args.extend(["-p", package]);
     }
     cargo(&args)?;
-    let mut built: Vec<PathBuf> = PLUGINS
-        .iter()
-        .map(|(_, stem)| {
-            target_dir
-                .join("wasm32-wasip2")
-                .join("release")
-                .join(format!("{stem}.wasm"))
-        })
-        .collect();
+    // Plugins in other languages: each directory's `build.sh OUT` builds it with its own
+    // toolchain (installed by `.ci/tools-plugins`).
     run(Command::new("bash").arg(root().join(".ci").join("tools-plugins")))?;
     let out_dir = target_dir.join("plugins");
     std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
-    for (dir, file) in OTHER_PLUGINS {
-        let out = out_dir.join(file);
-        run(Command::new("bash")
-            .arg(root().join(dir).join("build.sh"))
-            .arg(&out))?;
+    let mut built = Vec::new();
+    for (name, source) in SAMPLEDB_PLUGINS {
+        let out = target_dir.join(sampledb_component(name, source));
+        if !is_cargo_package(source) {
+            // The plugin's own unit tests, with its language's test runner, then the build.
+            let tests = root().join(source).join("test.sh");
+            if tests.exists() {
+                run(Command::new("bash").arg(tests))?;
+            }
+            run(Command::new("bash")
+                .arg(root().join(source).join("build.sh"))
+                .arg(&out))?;
+        }
         built.push(out);
     }
     Ok(built)
@@ -269,6 +265,7 @@ fn ci() -> Result<()> {
     run(Command::new("bash").arg(root().join(".ci").join("tools")))?;
     let kube_build = start_kube_build()?;
     cargo(&["fmt", "--all", "--check"])?;
+    layers()?;
     // The Python and JavaScript plugins, which the conformance and end-to-end tests load (the
     // Rust ones are built again by the tests' own build script; cargo finds them fresh).
     plugins()?;
@@ -301,6 +298,84 @@ fn ci() -> Result<()> {
     let on_real = test(&real_host, true).and(test(&real, true));
     disk_report();
     on_dev.and(on_real)
+}
+
+/// What each layer must not link, as (package and its `cargo tree` options, forbidden crates by
+/// name prefix). The layering of docs/ARCHITECTURE.md, held by the crates' dependencies.
+const LAYERS: &[(&[&str], &[&str])] = &[
+    (
+        &["-p", "windlass-contract"],
+        &["wasmtime", "kube", "k8s-openapi", "oci-client", "tokio"],
+    ),
+    (
+        &["-p", "windlass-runtime"],
+        &["kube", "k8s-openapi", "oci-client"],
+    ),
+    (
+        &["-p", "windlass-policy"],
+        &["wasmtime", "kube", "k8s-openapi", "oci-client", "tokio"],
+    ),
+    (
+        &["-p", "windlass-source"],
+        &["wasmtime", "kube", "k8s-openapi"],
+    ),
+    (
+        &["-p", "windlass-operator"],
+        &[
+            "wasmtime",
+            "windlass-runtime",
+            "windlass-devcluster",
+            "sampledb-api",
+        ],
+    ),
+    (
+        &["-p", "windlass", "--no-default-features"],
+        &["windlass-devcluster", "windlass-kubeplane"],
+    ),
+];
+
+fn layers() -> Result<()> {
+    let mut broken = Vec::new();
+    for (selection, forbidden) in LAYERS {
+        let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args([
+                "tree",
+                "--edges",
+                "normal,build",
+                "--prefix",
+                "none",
+                "--format",
+                "{p}",
+            ])
+            .args(*selection)
+            .current_dir(root())
+            .output()
+            .context("running cargo tree")?;
+        if !output.status.success() {
+            bail!(
+                "cargo tree {}: {}",
+                selection.join(" "),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        let tree = String::from_utf8_lossy(&output.stdout);
+        let linked = |name: &str| {
+            tree.lines().any(|line| {
+                line.split_whitespace()
+                    .next()
+                    .is_some_and(|krate| krate == name || krate.starts_with(&format!("{name}-")))
+            })
+        };
+        for name in forbidden.iter().filter(|name| linked(name)) {
+            broken.push(format!("{} links {name}", selection.join(" ")));
+        }
+    }
+    if broken.is_empty() {
+        println!("layers: every crate links only what its layer may");
+        Ok(())
+    } else {
+        bail!("layering broken: {}", broken.join("; "))
+    }
 }
 
 /// Prints the target dir's size and the free space left, so a CI log shows how close a run

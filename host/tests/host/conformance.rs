@@ -57,14 +57,14 @@ fn native<P: windlass_sdk::Plugin>(input: &Input) -> Result<(Vec<Value>, Value),
     let observed: Vec<String> = observed
         .iter()
         .filter(|o| {
-            let kind = windlass::pipeline::kind_of(o);
+            let kind = windlass::policy::kind_of(o);
             info.child_kinds.contains(&kind) || info.reads_kinds.contains(&kind)
         })
         .map(Value::to_string)
         .collect();
     let (shown, withheld): (Vec<&Value>, Vec<&Value>) = desired
         .iter()
-        .partition(|o| *secrets || windlass::pipeline::kind_of(o) != "v1/Secret");
+        .partition(|o| *secrets || windlass::policy::kind_of(o) != "v1/Secret");
     let earlier: Vec<String> = shown.into_iter().map(Value::to_string).collect();
     let phase = match input.phase {
         Phase::Reconcile => windlass_sdk::Phase::Reconcile,
@@ -90,36 +90,26 @@ fn native<P: windlass_sdk::Plugin>(input: &Input) -> Result<(Vec<Value>, Value),
     Ok((desired, status))
 }
 
+/// Every SampleDB plugin, with its cases in `cases/<name without sampledb->/`. The Rust ones
+/// also run natively to compare with; Python (componentize-py) and JavaScript (jco, QuickJS)
+/// have no native run: the same cases, the same runtime and policy.
 fn subjects() -> Vec<Subject> {
-    vec![
-        Subject {
-            dir: "storage",
-            component: windlass_test_guests::STORAGE,
-            native: Some(native::<storage_plugin::Storage>),
-        },
-        Subject {
-            dir: "backup",
-            component: windlass_test_guests::BACKUP,
-            native: Some(native::<backup_plugin::Backup>),
-        },
-        Subject {
-            dir: "upgrade",
-            component: windlass_test_guests::UPGRADE,
-            native: Some(native::<upgrade_plugin::Upgrade>),
-        },
-        // Python (componentize-py) and JavaScript (jco, QuickJS): the same cases, the same
-        // runtime and policy; there is no native run to compare with.
-        Subject {
-            dir: "primary",
-            component: windlass_test_guests::PRIMARY,
-            native: None,
-        },
-        Subject {
-            dir: "conventions",
-            component: windlass_test_guests::CONVENTIONS,
-            native: None,
-        },
-    ]
+    windlass_test_guests::SAMPLEDB
+        .iter()
+        .map(|(name, component)| {
+            let dir = name.trim_start_matches("sampledb-");
+            Subject {
+                dir,
+                component,
+                native: match dir {
+                    "storage" => Some(native::<storage_plugin::Storage>),
+                    "backup" => Some(native::<backup_plugin::Backup>),
+                    "upgrade" => Some(native::<upgrade_plugin::Upgrade>),
+                    _ => None,
+                },
+            }
+        })
+        .collect()
 }
 
 /// `got` with every string that `expected` holds as `<random:N>` at the same place, and that

@@ -41,7 +41,7 @@ fn the_charts_crds_are_crd_all_serialized() {
         .filter(|doc| !doc.trim().is_empty())
         .map(|doc| serde_yaml::from_str(doc).expect("the chart's CRDs are YAML"))
         .collect();
-    let want: Vec<serde_json::Value> = windlass::crd::all()
+    let want: Vec<serde_json::Value> = windlass::crds()
         .iter()
         .map(|crd| serde_json::to_value(crd).expect("a CRD serializes"))
         .collect();
@@ -53,12 +53,12 @@ fn the_charts_crds_are_crd_all_serialized() {
     assert_eq!(
         names(&copy),
         names(&want),
-        "the chart's CRDs are not windlass::crd::all(); regenerate: {REGENERATE}"
+        "the chart's CRDs are not windlass::crds(); regenerate: {REGENERATE}"
     );
     for (copy, want) in copy.iter().zip(&want) {
         assert!(
             copy == want,
-            "CRD {} in the chart differs from windlass::crd::all(); regenerate it: {REGENERATE}",
+            "CRD {} in the chart differs from windlass::crds(); regenerate it: {REGENERATE}",
             want["metadata"]["name"]
         );
     }

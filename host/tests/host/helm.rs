@@ -450,6 +450,33 @@ plugins:
 }
 
 #[test]
+fn the_sampledb_preset_lists_the_sampledb_plugins_in_pipeline_order() {
+    let text = std::fs::read_to_string(sampledb_values()).expect("the SampleDB preset");
+    let values: Value = serde_yaml::from_str(&text).expect("the preset is YAML");
+    let mut plugins: Vec<(i64, String)> = values["plugins"]
+        .as_array()
+        .expect("the preset lists plugins")
+        .iter()
+        .map(|p| {
+            (
+                p["order"].as_i64().unwrap_or_default(),
+                p["name"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    plugins.sort();
+    let preset: Vec<&str> = plugins.iter().map(|(_, name)| name.as_str()).collect();
+    let listed: Vec<&str> = windlass_test_guests::SAMPLEDB
+        .iter()
+        .map(|(name, _)| *name)
+        .collect();
+    assert_eq!(
+        preset, listed,
+        "values-sampledb.yaml and plugins/sampledb_plugins.rs list different plugins"
+    );
+}
+
+#[test]
 fn the_chart_refuses_values_that_cannot_work() {
     let err = template(&[], &["leaderElection.enabled=false"])
         .expect_err("two replicas without election");

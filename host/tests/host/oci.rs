@@ -186,7 +186,7 @@ fn push(registry: &Registry, path: &str, reference: &str) -> serde_yaml::Value {
 }
 
 fn digest_of(path: &str) -> String {
-    Runtime::digest(&guests::bytes(path))
+    windlass::runtime::digest(&guests::bytes(path))
 }
 
 /// Pushes a test guest with the library (as `windlass plugin push` does).
@@ -667,7 +667,7 @@ async fn a_load_from_a_registry_with_a_pull_secret_reads_the_secret_once() {
 
     use base64::Engine as _;
     use serde_json::json;
-    use support::{Env, eventually, operator_config};
+    use support::{Env, engine, eventually, operator_config};
     let registry = Registry::start(true);
     let reference = registry.reference("plugins/children:stable");
     push_guest(
@@ -716,7 +716,7 @@ async fn a_load_from_a_registry_with_a_pull_secret_reads_the_secret_once() {
     // No poll during the test: one load, one read.
     config.settings.oci_poll = Duration::from_secs(3600);
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let (_handle, _task) = windlass::operator::start(client, config, stopped)
+    let (_handle, _task) = windlass::operator::start(client, config, engine(), stopped)
         .await
         .unwrap();
     let wp = json!({"apiVersion": "windlass.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": "children"},

@@ -195,7 +195,7 @@ async fn updating_the_plugins_config_map_swaps_the_logic_without_a_restart() {
     assert_eq!(status.version.as_deref(), Some("2.0.0"));
     assert_eq!(
         status.digest.as_deref(),
-        Some(windlass::runtime::Runtime::digest(&guests::bytes(guests::CHILDREN_V2)).as_str())
+        Some(windlass::runtime::digest(&guests::bytes(guests::CHILDREN_V2)).as_str())
     );
 }
 
@@ -209,7 +209,7 @@ async fn broken_version_is_refused(bytes: Vec<u8>, pin: Option<&str>, reason: &s
         (env.children_of("t1").await.len() == 2).then_some(())
     })
     .await;
-    let good = windlass::runtime::Runtime::digest(&guests::bytes(guests::CHILDREN));
+    let good = windlass::runtime::digest(&guests::bytes(guests::CHILDREN));
     if let Some(pin) = pin {
         env.put_wasm_plugin(
             "children",
@@ -269,7 +269,7 @@ async fn a_version_with_forbidden_output_is_refused_and_the_old_one_keeps_servin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_version_with_the_wrong_digest_is_refused_and_the_old_one_keeps_serving() {
-    let pin = windlass::runtime::Runtime::digest(&guests::bytes(guests::CHILDREN));
+    let pin = windlass::runtime::digest(&guests::bytes(guests::CHILDREN));
     broken_version_is_refused(
         guests::bytes(guests::CHILDREN_V2),
         Some(&pin),
@@ -401,6 +401,7 @@ async fn a_standby_takes_over_when_the_leader_stops() {
     let (a, task_a) = operator::start(
         env.client.clone(),
         operator_config("a", Some(election("a"))),
+        engine(),
         stopped_a,
     )
     .await
@@ -413,6 +414,7 @@ async fn a_standby_takes_over_when_the_leader_stops() {
     let (b, _task_b) = operator::start(
         env.client.clone(),
         operator_config("b", Some(election("b"))),
+        engine(),
         stopped_b,
     )
     .await
@@ -485,7 +487,7 @@ async fn a_load_that_failed_on_the_api_is_tried_again() {
         .expect("the devcluster, checked above")
         .faults()
         .clear();
-    let good = windlass::runtime::Runtime::digest(&guests::bytes(guests::CHILDREN));
+    let good = windlass::runtime::digest(&guests::bytes(guests::CHILDREN));
     eventually("the plugin loaded once the API is back", || async {
         let status = env.wasm_plugin("children").await.status?;
         (status.digest.as_deref() == Some(good.as_str()) && status.last_error.is_none())
@@ -601,6 +603,7 @@ async fn a_restarted_operator_catches_up_on_parents_that_already_have_children()
     let (_, first) = operator::start(
         env.client.clone(),
         operator_config("first", None),
+        engine(),
         stopped_first,
     )
     .await
@@ -765,9 +768,14 @@ async fn a_stopped_host_reconciles_nothing_more() {
     let env = Env::start().await;
     env.install_children_plugin().await;
     let (stop, stopped) = watch::channel(false);
-    let (_handle, task) = operator::start(env.client.clone(), operator_config("a", None), stopped)
-        .await
-        .unwrap();
+    let (_handle, task) = operator::start(
+        env.client.clone(),
+        operator_config("a", None),
+        engine(),
+        stopped,
+    )
+    .await
+    .unwrap();
     env.create_thing("t1", json!({"names": ["a"], "value": "v"}))
         .await;
     eventually("reconciled while running", || async {

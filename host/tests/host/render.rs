@@ -31,7 +31,7 @@ fn render_prints_the_statefulset_its_claim_template_and_the_services_for_the_exa
     ]);
     assert!(ok, "{stderr}");
     let docs = windlass::render::parse_docs(&stdout, "stdout").unwrap();
-    let kinds: Vec<String> = docs.iter().map(windlass::pipeline::kind_of).collect();
+    let kinds: Vec<String> = docs.iter().map(windlass::policy::kind_of).collect();
     assert_eq!(
         kinds,
         [

@@ -39,6 +39,7 @@ use serde_json::{Value, json};
 use windlass::{
     dev::{self, Dev, DevConfig},
     operator,
+    runtime::RuntimeConfig,
 };
 use windlass_kubeplane::ControlPlane;
 use windlass_test_guests as guests;
@@ -96,13 +97,7 @@ impl Harness {
 /// Starts `windlass dev` with the five plugins, the backup volume and nothing else.
 async fn start() -> Harness {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let plugins = [
-        ("sampledb-storage", guests::STORAGE),
-        ("sampledb-backup", guests::BACKUP),
-        ("sampledb-upgrade", guests::UPGRADE),
-        ("sampledb-primary", guests::PRIMARY),
-        ("sampledb-conventions", guests::CONVENTIONS),
-    ];
+    let plugins = guests::SAMPLEDB;
     for (name, path) in plugins {
         assert!(
             std::path::Path::new(path).exists(),
@@ -113,13 +108,15 @@ async fn start() -> Harness {
         admin_addr: "127.0.0.1:0".parse().expect("address"),
         election: None,
         settings: Default::default(),
-        runtime: Default::default(),
         identity: "sampledb-e2e".into(),
     };
     operator.settings.backoff_base = Duration::from_millis(100);
     operator.settings.backoff_max = Duration::from_secs(2);
     // The Python plugin takes seconds to compile: compile it once for every test of the run.
-    operator.runtime.cache_dir = Some(root.join("target").join("e2e-plugin-cache"));
+    let runtime = RuntimeConfig {
+        cache_dir: Some(root.join("target").join("e2e-plugin-cache")),
+        ..RuntimeConfig::default()
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let config = DevConfig {
         port: 0,
@@ -137,6 +134,7 @@ async fn start() -> Harness {
             .collect(),
         manifests: vec![],
         operator,
+        runtime,
         // CronJobs fire 60 times faster: `*/5 * * * *` every five seconds.
         cron_speedup: 60.0,
     };

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "schema")]
+pub mod crd;
 pub mod pod;
 
 /// API group of SampleDB.

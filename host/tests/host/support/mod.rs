@@ -115,12 +115,19 @@ pub fn operator_config(identity: &str, election: Option<Election>) -> operator::
             backoff_max: Duration::from_secs(2),
             ..Settings::default()
         },
-        runtime: RuntimeConfig {
-            max_instances: 64,
-            ..RuntimeConfig::default()
-        },
         identity: identity.to_string(),
     }
+}
+
+/// The plugin runtime an operator under test loads plugins with.
+pub fn engine() -> std::sync::Arc<dyn windlass::contract::Engine> {
+    std::sync::Arc::new(
+        windlass::runtime::Runtime::new(RuntimeConfig {
+            max_instances: 64,
+            ..RuntimeConfig::default()
+        })
+        .expect("runtime"),
+    )
 }
 
 impl Env {
@@ -143,7 +150,7 @@ impl Env {
             (Cluster::Dev(dev), client)
         };
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        let all = windlass::crd::all().into_iter().chain([thing_crd()]);
+        let all = windlass::crds().into_iter().chain([thing_crd()]);
         for crd in all {
             let name = crd.metadata.name.clone().unwrap_or_default();
             crds.create(&PostParams::default(), &crd)
@@ -190,9 +197,10 @@ impl Env {
     }
 
     pub async fn run_operator_with(&mut self, config: operator::Config) {
-        let (handle, _task) = operator::start(self.client.clone(), config, self.stop.subscribe())
-            .await
-            .expect("operator starts");
+        let (handle, _task) =
+            operator::start(self.client.clone(), config, engine(), self.stop.subscribe())
+                .await
+                .expect("operator starts");
         self.operator = Some(handle);
     }
 

@@ -1,0 +1,845 @@
+//! What the host does to each desired object before applying it, and which observed children
+//! it may delete. Pure decisions, tested here; the I/O lives in `parent.rs`.
+
+use std::collections::HashSet;
+
+use serde_json::{Value, json};
+
+use windlass_policy::{ObjectKey, kind_of, pipeline::Desired};
+
+/// Field manager prefix of every write the host makes; [`field_manager`] adds the parent.
+pub const FIELD_MANAGER: &str = "windlass";
+
+/// The field manager of a parent's children: `windlass/<parent uid>`, so `managedFields` shows
+/// which parent set which field, and one parent's apply never takes fields from another's.
+pub fn field_manager(parent_uid: &str) -> String {
+    format!("{FIELD_MANAGER}/{parent_uid}")
+}
+/// Label on every child: the parent's uid.
+pub const PARENT_UID_LABEL: &str = "windlass.dev/parent-uid";
+/// Label on every child: who manages it.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Annotation on every child: the plugin (name@digest) that produced it.
+pub const PRODUCED_BY_ANNOTATION: &str = "windlass.dev/produced-by";
+/// Annotation on every child: a hash of what the host last applied (the decorated object
+/// without this annotation). See [`up_to_date`].
+pub const APPLIED_ANNOTATION: &str = "windlass.dev/applied";
+/// The finalizer the host holds while a plugin has cleanup to do.
+pub const FINALIZER: &str = "windlass.dev/finalize";
+
+/// Kinds whose objects hold data: never pruned because a plugin stopped wanting them. Only a
+/// finalize phase that reported success lets them go (through owner-reference GC).
+pub const PROTECTED_KINDS: &[&str] = &[
+    "v1/PersistentVolumeClaim",
+    "v1/PersistentVolume",
+    "snapshot.storage.k8s.io/v1/VolumeSnapshot",
+];
+
+/// Kinds applied without an owner reference: a snapshot taken when the parent is deleted is
+/// what is left of its data, so it must outlive the parent (owner-reference GC would take it).
+pub const OUTLIVING_KINDS: &[&str] = &["snapshot.storage.k8s.io/v1/VolumeSnapshot"];
+
+/// How the host applies an object it may write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ownership {
+    /// The parent is the object's controller: GC takes it with the parent, prune may delete it.
+    Controller,
+    /// No owner reference: the object outlives the parent ([`OUTLIVING_KINDS`]). The host's
+    /// record of it is the parent-uid label and its field manager. Never pruned.
+    Unowned,
+    /// Another controller that is one of the parent's children (a StatefulSet owning its Pods)
+    /// or a cluster controller working from the parent's templates made it: the plugin may set
+    /// labels and annotations only, applied without force and without an owner reference.
+    /// Never pruned.
+    LabelsOnly,
+}
+
+/// What the host may do with a desired object, judged from what exists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// The object exists and is the parent's to write, as said.
+    Owned(Ownership),
+    /// Nothing of this identity was observed for the parent: it may be created, once the host
+    /// has made sure nothing of that name exists.
+    New(Ownership),
+    /// The object exists and is not the parent's: it is left untouched. The reason names who
+    /// controls it.
+    NotOwned(String),
+}
+
+/// The uids of the objects the parent controls, directly or through its children (a
+/// StatefulSet it controls, that StatefulSet's Pods; a CronJob, its Jobs, their Pods).
+pub fn family(observed: &[Value], parent_uid: &str) -> HashSet<String> {
+    let mut family: HashSet<String> = HashSet::from([parent_uid.to_string()]);
+    loop {
+        let before = family.len();
+        for o in observed {
+            if let (Some(controller), Some(uid)) = (controller_uid(o), uid_of(o))
+                && family.contains(controller)
+            {
+                family.insert(uid.to_string());
+            }
+        }
+        if family.len() == before {
+            return family;
+        }
+    }
+}
+
+/// The observed objects that are the parent's: controlled by it or by its family, or made
+/// from its templates without a controller (claims of a StatefulSet that retains them, the
+/// snapshots it applies without an owner). An object that carries the parent's uid label but
+/// is controlled by anything else is not the parent's: a plugin never sees it.
+pub fn ours(observed: Vec<Value>, parent_uid: &str) -> Vec<Value> {
+    let family = family(&observed, parent_uid);
+    observed
+        .into_iter()
+        .filter(|o| controller_uid(o).is_none_or(|c| family.contains(c)))
+        .collect()
+}
+
+/// Decides what the host may do with `desired`, given the object of the same identity that
+/// exists (`existing`, from the parent's observed children or a read), and the parent's
+/// [`family`].
+pub fn claim(
+    desired: &Desired,
+    existing: Option<&Value>,
+    parent_uid: &str,
+    family: &HashSet<String>,
+) -> Claim {
+    let outliving = OUTLIVING_KINDS.contains(&desired.object.kind.as_str());
+    let Some(existing) = existing else {
+        return Claim::New(if outliving {
+            Ownership::Unowned
+        } else {
+            Ownership::Controller
+        });
+    };
+    let labelled = existing
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(PARENT_UID_LABEL))
+        .and_then(Value::as_str)
+        == Some(parent_uid);
+    match controller_uid(existing) {
+        Some(uid) if uid == parent_uid => Claim::Owned(Ownership::Controller),
+        Some(uid) if family.contains(uid) => match labels_only(&desired.object.object) {
+            Ok(()) => Claim::Owned(Ownership::LabelsOnly),
+            Err(field) => Claim::NotOwned(format!(
+                "is controlled by {}, a child of the parent: a plugin may set only its labels and annotations, not {field}",
+                controller_name(existing)
+            )),
+        },
+        // Who controls it is not said: the message reaches the parent's status, which the
+        // plugin reads back, and another application's layout is none of its business.
+        Some(_) => Claim::NotOwned("exists and is not this parent's child".into()),
+        None if labelled && outliving => Claim::Owned(Ownership::Unowned),
+        None if labelled => match labels_only(&desired.object.object) {
+            Ok(()) => Claim::Owned(Ownership::LabelsOnly),
+            Err(field) => Claim::NotOwned(format!(
+                "was made from the parent's templates by the cluster, not applied by the host: a plugin may set only its labels and annotations, not {field}"
+            )),
+        },
+        None => Claim::NotOwned("exists and is not this parent's child".into()),
+    }
+}
+
+/// Whether an object sets nothing but its identity, labels and annotations; else the first
+/// other field.
+fn labels_only(object: &Value) -> Result<(), String> {
+    let Some(map) = object.as_object() else {
+        return Err("its body".into());
+    };
+    for (key, value) in map {
+        match key.as_str() {
+            "apiVersion" | "kind" => {}
+            "metadata" => {
+                for meta_key in value.as_object().into_iter().flat_map(|m| m.keys()) {
+                    if !matches!(
+                        meta_key.as_str(),
+                        "name" | "namespace" | "labels" | "annotations"
+                    ) {
+                        return Err(format!("metadata.{meta_key}"));
+                    }
+                }
+            }
+            other => return Err(other.to_string()),
+        }
+    }
+    Ok(())
+}
+
+/// The uid of an object's controller owner reference.
+fn controller_uid(object: &Value) -> Option<&str> {
+    controller_ref(object).and_then(|r| r["uid"].as_str())
+}
+
+fn controller_ref(object: &Value) -> Option<&Value> {
+    object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|r| r["controller"].as_bool() == Some(true))
+}
+
+fn controller_name(object: &Value) -> String {
+    controller_ref(object).map_or_else(
+        || "nothing".into(),
+        |r| {
+            format!(
+                "{} {}",
+                r["kind"].as_str().unwrap_or("?"),
+                r["name"].as_str().unwrap_or("?")
+            )
+        },
+    )
+}
+
+fn uid_of(object: &Value) -> Option<&str> {
+    object.pointer("/metadata/uid").and_then(Value::as_str)
+}
+
+/// The parent, as children refer to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParentRef {
+    /// `group/version`.
+    pub api_version: String,
+    /// Kind.
+    pub kind: String,
+    /// Name.
+    pub name: String,
+    /// uid.
+    pub uid: String,
+}
+
+/// Metadata a plugin's object may not set: the API server's fields, and those through which
+/// the object would be owned or held by anything but the host's decisions. [`decorate`] drops
+/// them (`ownerReferences` is the host's own where the parent controls the object).
+pub const SYSTEM_METADATA: &[&str] = &[
+    "managedFields",
+    "resourceVersion",
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+    "selfLink",
+    "finalizers",
+    "ownerReferences",
+    "generateName",
+];
+
+/// Makes the apply of `object` (decorated) hold only on `existing`, the child it was decided
+/// on: its uid goes into the body, which the API server checks. Should that child be deleted
+/// and another object of the same name made in between, the apply fails instead of writing
+/// into the newcomer.
+pub fn precondition(object: &mut Value, existing: &Value) {
+    if let (Some(uid), Some(meta)) = (
+        uid_of(existing),
+        object.get_mut("metadata").and_then(Value::as_object_mut),
+    ) {
+        meta.insert("uid".into(), json!(uid));
+    }
+}
+
+/// Adds the controller owner reference, the labels and the provenance annotation, and carries
+/// the parent-uid label into pod and claim templates, so that Pods, Jobs and PVCs the cluster
+/// makes from this object are observed for the parent too.
+pub fn decorate(desired: &Desired, parent: &ParentRef, ownership: Ownership) -> Value {
+    let mut object = desired.object.object.clone();
+    let meta = ensure_object(&mut object, "metadata");
+    // What the API server or the host sets, never the plugin: managedFields must not be sent
+    // with an apply, a resourceVersion or uid would be a precondition the plugin chose, owner
+    // references other than the host's could hand the object to someone else, and a finalizer
+    // nobody removes would keep it forever (and its namespace with it).
+    for key in SYSTEM_METADATA {
+        meta.remove(*key);
+    }
+    let labels = child_map(meta, "labels");
+    labels.insert(MANAGED_BY_LABEL.into(), json!("windlass"));
+    labels.insert(PARENT_UID_LABEL.into(), json!(parent.uid));
+    let annotations = child_map(meta, "annotations");
+    annotations.insert(
+        PRODUCED_BY_ANNOTATION.into(),
+        json!(format!("{}@{}", desired.plugin, desired.digest)),
+    );
+    if ownership == Ownership::Controller {
+        meta.insert(
+            "ownerReferences".into(),
+            json!([{
+                "apiVersion": parent.api_version,
+                "kind": parent.kind,
+                "name": parent.name,
+                "uid": parent.uid,
+                "controller": true,
+                "blockOwnerDeletion": true,
+            }]),
+        );
+    }
+    for pointer in [
+        "/spec/template/metadata",
+        "/spec/jobTemplate/metadata",
+        "/spec/jobTemplate/spec/template/metadata",
+    ] {
+        label_template(&mut object, pointer, &parent.uid);
+    }
+    if desired.object.kind.starts_with("policy/")
+        && desired.object.kind.ends_with("/PodDisruptionBudget")
+    {
+        // A budget holds back evictions of the pods it selects: it is narrowed to the pods
+        // made from the parent's templates, which carry the parent's uid, so it can never hold
+        // another application's pods on a draining node.
+        let spec = ensure_object(&mut object, "spec");
+        let selector = child_map(spec, "selector");
+        child_map(selector, "matchLabels").insert(PARENT_UID_LABEL.into(), json!(parent.uid));
+    }
+    if let Some(claims) = object
+        .pointer_mut("/spec/volumeClaimTemplates")
+        .and_then(Value::as_array_mut)
+    {
+        for claim in claims {
+            let meta = ensure_object(claim, "metadata");
+            child_map(meta, "labels").insert(PARENT_UID_LABEL.into(), json!(parent.uid));
+        }
+    }
+    object
+}
+
+fn label_template(object: &mut Value, pointer: &str, uid: &str) {
+    let parent_pointer = &pointer[..pointer.rfind('/').unwrap_or(0)];
+    if object
+        .pointer(parent_pointer)
+        .is_none_or(|v| !v.is_object())
+    {
+        return;
+    }
+    let holder = object
+        .pointer_mut(parent_pointer)
+        .and_then(Value::as_object_mut);
+    if let Some(holder) = holder {
+        let meta = holder.entry("metadata").or_insert_with(|| json!({}));
+        if let Some(meta) = meta.as_object_mut() {
+            let labels = meta.entry("labels").or_insert_with(|| json!({}));
+            if let Some(labels) = labels.as_object_mut() {
+                labels.insert(PARENT_UID_LABEL.into(), json!(uid));
+            }
+        }
+    }
+}
+
+/// The object under `key` of `value`, made an object (and `value` too) if it was not one.
+fn ensure_object<'a>(value: &'a mut Value, key: &str) -> &'a mut serde_json::Map<String, Value> {
+    if !value.is_object() {
+        *value = json!({});
+    }
+    let Value::Object(map) = value else {
+        unreachable!("made an object above")
+    };
+    child_map(map, key)
+}
+
+/// The object under `key` of `map`, made an object if it was not one.
+fn child_map<'a>(
+    map: &'a mut serde_json::Map<String, Value>,
+    key: &str,
+) -> &'a mut serde_json::Map<String, Value> {
+    let entry = map.entry(key.to_string()).or_insert_with(|| json!({}));
+    if !entry.is_object() {
+        *entry = json!({});
+    }
+    let Value::Object(child) = entry else {
+        unreachable!("made an object above")
+    };
+    child
+}
+
+/// The observed children to delete: those this parent controls (its controller owner reference)
+/// that no plugin wants any more, of a kind the pipeline produces, and not data-bearing.
+pub fn prune_plan<'a>(
+    observed: &'a [Value],
+    desired: &[Desired],
+    parent_uid: &str,
+    child_kinds: &HashSet<String>,
+) -> Vec<&'a Value> {
+    let wanted: HashSet<ObjectKey> = desired.iter().map(|d| d.object.key()).collect();
+    observed
+        .iter()
+        .filter(|o| controlled_by(o, parent_uid))
+        .filter(|o| {
+            let kind = kind_of(o);
+            child_kinds.contains(&kind) && !PROTECTED_KINDS.contains(&kind.as_str())
+        })
+        .filter(|o| o.pointer("/metadata/deletionTimestamp").is_none())
+        .filter(|o| !wanted.contains(&ObjectKey::of(o)))
+        .collect()
+}
+
+/// True when `object` has a controller owner reference to the parent with this uid.
+pub fn controlled_by(object: &Value, uid: &str) -> bool {
+    object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .is_some_and(|refs| {
+            refs.iter()
+                .any(|r| r["uid"] == uid && r["controller"].as_bool() == Some(true))
+        })
+}
+
+/// Records in `object` (a decorated child) the hash of its content, as
+/// [`APPLIED_ANNOTATION`].
+pub fn stamp(object: &mut Value) {
+    use sha2::{Digest, Sha256};
+    if let Some(annotations) = object
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        annotations.remove(APPLIED_ANNOTATION);
+    }
+    // serde_json keeps object keys sorted, so equal objects serialize to equal bytes.
+    let bytes = serde_json::to_vec(&*object).unwrap_or_default();
+    let hash = format!("{:x}", Sha256::digest(&bytes));
+    let meta = ensure_object(object, "metadata");
+    child_map(meta, "annotations").insert(APPLIED_ANNOTATION.into(), json!(hash[..32]));
+}
+
+/// Whether applying `object` (decorated and [`stamp`]ed) would change nothing, judged from the
+/// observed children: the observed object of the same identity carries the same stamp, so the
+/// host last applied exactly these fields, and still holds every one of these values.
+///
+/// # Why both
+/// The values alone are not enough: a field the plugin stopped setting is still there, and only
+/// an apply removes it (server-side apply drops fields a manager no longer sends). The stamp
+/// alone is not enough: someone may have changed a value since. Together they mean the apply is
+/// a no-op, so skipping it saves a write per child per reconcile; anything else is applied.
+pub fn up_to_date(object: &Value, observed: &[Value]) -> bool {
+    let stamp = |o: &Value| {
+        o.pointer("/metadata/annotations")
+            .and_then(|a| a.get(APPLIED_ANNOTATION))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let Some(want) = stamp(object) else {
+        return false;
+    };
+    let id = ObjectKey::of(object);
+    observed
+        .iter()
+        .find(|o| id.is(o))
+        .is_some_and(|o| stamp(o).as_deref() == Some(want.as_str()) && holds(o, object))
+}
+
+/// Whether `observed` holds every value of `wanted`: objects key by key (extra observed keys,
+/// such as defaults and status, are fine), arrays element by element with equal length,
+/// scalars equal.
+fn holds(observed: &Value, wanted: &Value) -> bool {
+    match (observed, wanted) {
+        (Value::Object(o), Value::Object(w)) => w.iter().all(|(k, wv)| match o.get(k) {
+            Some(ov) => holds(ov, wv),
+            None => wv.is_null(),
+        }),
+        (Value::Array(o), Value::Array(w)) => {
+            o.len() == w.len() && o.iter().zip(w).all(|(ov, wv)| holds(ov, wv))
+        }
+        (o, w) => o == w,
+    }
+}
+
+/// Whether merging `patch` into `current` (JSON merge patch, RFC 7386) would change nothing.
+pub fn merge_is_noop(current: &Value, patch: &Value) -> bool {
+    match (current, patch) {
+        (Value::Object(c), Value::Object(p)) => p.iter().all(|(k, pv)| match (c.get(k), pv) {
+            (None, Value::Null) => true,
+            (None, _) => false,
+            (Some(cv), pv) => !pv.is_null() && merge_is_noop(cv, pv),
+        }),
+        (c, p) => c == p,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use windlass_policy::Checked;
+
+    fn parent() -> ParentRef {
+        ParentRef {
+            api_version: "samples.windlass.dev/v1alpha1".into(),
+            kind: "SampleDB".into(),
+            name: "orders".into(),
+            uid: "u-1".into(),
+        }
+    }
+
+    fn desired(kind: &str, name: &str, object: Value) -> Desired {
+        Desired {
+            object: Checked {
+                kind: kind.into(),
+                namespace: Some("shop".into()),
+                name: name.into(),
+                object,
+            },
+            plugin: "storage".into(),
+            digest: "sha256:ab".into(),
+        }
+    }
+
+    fn child(kind: &str, api_version: &str, name: &str, owner: Option<&str>) -> Value {
+        let mut o = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "namespace": "shop"}});
+        if let Some(uid) = owner {
+            o["metadata"]["ownerReferences"] = json!([{"uid": uid, "controller": true}]);
+        }
+        o
+    }
+
+    #[test]
+    fn decorated_children_carry_owner_labels_provenance_and_template_labels() {
+        let sts = json!({
+            "apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "orders", "namespace": "shop", "labels": {"app": "db"}},
+            "spec": {"template": {"metadata": {"labels": {"app": "db"}}}, "volumeClaimTemplates": [{"metadata": {"name": "data"}}]},
+        });
+        let out = decorate(
+            &desired("apps/v1/StatefulSet", "orders", sts),
+            &parent(),
+            Ownership::Controller,
+        );
+        assert_eq!(out["metadata"]["labels"]["app"], "db");
+        assert_eq!(out["metadata"]["labels"][PARENT_UID_LABEL], "u-1");
+        assert_eq!(out["metadata"]["labels"][MANAGED_BY_LABEL], "windlass");
+        assert_eq!(
+            out["metadata"]["annotations"][PRODUCED_BY_ANNOTATION],
+            "storage@sha256:ab"
+        );
+        assert_eq!(out["metadata"]["ownerReferences"][0]["controller"], true);
+        assert_eq!(out["metadata"]["ownerReferences"][0]["kind"], "SampleDB");
+        assert_eq!(
+            out["spec"]["template"]["metadata"]["labels"][PARENT_UID_LABEL],
+            "u-1"
+        );
+        assert_eq!(out["spec"]["template"]["metadata"]["labels"]["app"], "db");
+        assert_eq!(
+            out["spec"]["volumeClaimTemplates"][0]["metadata"]["labels"][PARENT_UID_LABEL],
+            "u-1"
+        );
+    }
+
+    #[test]
+    fn a_cronjob_template_gets_the_label_too_and_plain_objects_get_no_template() {
+        let cron = json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "b"},
+                          "spec": {"jobTemplate": {"spec": {"template": {"spec": {}}}}}});
+        let out = decorate(
+            &desired("batch/v1/CronJob", "b", cron),
+            &parent(),
+            Ownership::Controller,
+        );
+        assert_eq!(
+            out["spec"]["jobTemplate"]["metadata"]["labels"][PARENT_UID_LABEL],
+            "u-1"
+        );
+        assert_eq!(
+            out["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"][PARENT_UID_LABEL],
+            "u-1"
+        );
+        let cm =
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {}});
+        let out = decorate(
+            &desired("v1/ConfigMap", "c", cm),
+            &parent(),
+            Ownership::Controller,
+        );
+        assert!(out.get("spec").is_none());
+    }
+
+    fn with_uid(mut o: Value, uid: &str) -> Value {
+        o["metadata"]["uid"] = json!(uid);
+        o
+    }
+
+    fn labelled(mut o: Value, parent: &str) -> Value {
+        o["metadata"]["labels"] = json!({PARENT_UID_LABEL: parent});
+        o
+    }
+
+    #[test]
+    fn new_objects_are_created_and_snapshots_without_an_owner() {
+        let snap = desired(
+            "snapshot.storage.k8s.io/v1/VolumeSnapshot",
+            "data-final",
+            json!({"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot", "metadata": {"name": "data-final"}}),
+        );
+        let family = family(&[], "u-1");
+        assert_eq!(
+            claim(&snap, None, "u-1", &family),
+            Claim::New(Ownership::Unowned)
+        );
+        let out = decorate(&snap, &parent(), Ownership::Unowned);
+        assert!(out["metadata"].get("ownerReferences").is_none());
+        assert_eq!(out["metadata"]["labels"][PARENT_UID_LABEL], "u-1");
+        let existing = labelled(
+            child(
+                "VolumeSnapshot",
+                "snapshot.storage.k8s.io/v1",
+                "data-final",
+                None,
+            ),
+            "u-1",
+        );
+        assert_eq!(
+            claim(&snap, Some(&existing), "u-1", &family),
+            Claim::Owned(Ownership::Unowned)
+        );
+        let cm = desired(
+            "v1/ConfigMap",
+            "c",
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}),
+        );
+        assert_eq!(
+            claim(&cm, None, "u-1", &family),
+            Claim::New(Ownership::Controller)
+        );
+    }
+
+    #[test]
+    fn an_existing_object_of_someone_else_is_not_owned_whoever_controls_it() {
+        let secret = desired(
+            "v1/Secret",
+            "app-secret",
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "app-secret"}}),
+        );
+        let family = family(&[], "u-1");
+        // Another application's object, with no owner at all.
+        let plain = child("Secret", "v1", "app-secret", None);
+        let Claim::NotOwned(why) = claim(&secret, Some(&plain), "u-1", &family) else {
+            panic!("taken over")
+        };
+        assert_eq!(why, "exists and is not this parent's child");
+        // Another parent's child.
+        let mut theirs = child("Secret", "v1", "app-secret", Some("u-2"));
+        theirs["metadata"]["ownerReferences"][0]["kind"] = json!("SampleDB");
+        theirs["metadata"]["ownerReferences"][0]["name"] = json!("other");
+        let Claim::NotOwned(why) = claim(&secret, Some(&theirs), "u-1", &family) else {
+            panic!("re-parented")
+        };
+        assert_eq!(why, "exists and is not this parent's child");
+        // Labelled with this parent's uid by someone else, but not made by the host: its
+        // content is still not the plugin's to set.
+        let forged = labelled(plain, "u-1");
+        let with_data = desired(
+            "v1/Secret",
+            "app-secret",
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "app-secret"}, "data": {"password": "cHduZWQ="}}),
+        );
+        assert!(matches!(
+            claim(&with_data, Some(&forged), "u-1", &family),
+            Claim::NotOwned(_)
+        ));
+    }
+
+    #[test]
+    fn pods_of_the_parents_statefulset_may_only_be_labelled() {
+        let sts = with_uid(
+            child("StatefulSet", "apps/v1", "orders", Some("u-1")),
+            "sts-uid",
+        );
+        let mut pod = with_uid(child("Pod", "v1", "orders-0", Some("sts-uid")), "pod-uid");
+        pod["metadata"]["ownerReferences"][0]["kind"] = json!("StatefulSet");
+        pod["metadata"]["ownerReferences"][0]["name"] = json!("orders");
+        let foreign = with_uid(child("Pod", "v1", "other-0", Some("someone")), "x");
+        let observed = vec![sts, pod.clone(), foreign];
+        let family = family(&observed, "u-1");
+        assert!(family.contains("sts-uid") && family.contains("pod-uid") && !family.contains("x"));
+        let label = desired(
+            "v1/Pod",
+            "orders-0",
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "orders-0", "labels": {"role": "primary"}}}),
+        );
+        assert_eq!(
+            claim(&label, Some(&pod), "u-1", &family),
+            Claim::Owned(Ownership::LabelsOnly)
+        );
+        let respec = desired(
+            "v1/Pod",
+            "orders-0",
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "orders-0"}, "spec": {"nodeName": "n"}}),
+        );
+        let Claim::NotOwned(why) = claim(&respec, Some(&pod), "u-1", &family) else {
+            panic!("a Pod's spec was accepted")
+        };
+        assert_eq!(
+            why,
+            "is controlled by StatefulSet orders, a child of the parent: a plugin may set only its labels and annotations, not spec"
+        );
+        let out = decorate(&label, &parent(), Ownership::LabelsOnly);
+        assert!(out["metadata"].get("ownerReferences").is_none());
+    }
+
+    #[test]
+    fn a_plugin_sees_only_the_parents_family_of_what_carries_its_label() {
+        let sts = with_uid(
+            child("StatefulSet", "apps/v1", "orders", Some("u-1")),
+            "sts-uid",
+        );
+        let pod = with_uid(child("Pod", "v1", "orders-0", Some("sts-uid")), "pod-uid");
+        let claim_of_sts = with_uid(
+            child("PersistentVolumeClaim", "v1", "data-orders-0", None),
+            "pvc",
+        );
+        let foreign = with_uid(child("Secret", "v1", "stolen", Some("other-uid")), "s");
+        let kept: Vec<String> = ours(vec![sts, pod, claim_of_sts, foreign], "u-1")
+            .iter()
+            .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(kept, ["orders", "orders-0", "data-orders-0"]);
+    }
+
+    #[test]
+    fn only_unwanted_controlled_children_of_produced_kinds_are_pruned_and_never_volumes() {
+        let kinds: HashSet<String> = [
+            "v1/Service",
+            "apps/v1/StatefulSet",
+            "v1/PersistentVolumeClaim",
+        ]
+        .map(String::from)
+        .into();
+        let observed = vec![
+            child("Service", "v1", "orders", Some("u-1")), // still wanted
+            child("Service", "v1", "orders-old", Some("u-1")), // stale: pruned
+            child("Service", "v1", "someone-elses", Some("u-2")), // another parent's
+            child("Service", "v1", "unowned", None),       // not ours
+            child("PersistentVolumeClaim", "v1", "data-orders-0", Some("u-1")), // data: kept
+            child("Pod", "v1", "orders-0", Some("u-1")),   // not a produced kind
+        ];
+        let want = vec![desired("v1/Service", "orders", json!({}))];
+        let plan = prune_plan(&observed, &want, "u-1", &kinds);
+        let names: Vec<&str> = plan
+            .iter()
+            .map(|o| o["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["orders-old"]);
+    }
+
+    fn stamped(object: Value) -> Value {
+        let mut o = decorate(
+            &desired("v1/ConfigMap", "orders", object),
+            &parent(),
+            Ownership::Controller,
+        );
+        stamp(&mut o);
+        o
+    }
+
+    /// What the cluster would hold after applying `object`: defaults and status added.
+    fn as_stored(object: &Value) -> Value {
+        let mut o = object.clone();
+        o["metadata"]["uid"] = json!("child-uid");
+        o["metadata"]["resourceVersion"] = json!("7");
+        o["data"]["defaulted"] = json!("x");
+        o
+    }
+
+    #[test]
+    fn an_apply_is_skipped_only_when_the_stamp_and_every_value_match() {
+        let v1 = stamped(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "orders", "namespace": "shop"}, "data": {"a": "1", "b": "2"}}));
+        let stored = as_stored(&v1);
+        assert!(up_to_date(&v1, std::slice::from_ref(&stored)));
+        // Stamping is deterministic and ignores an old stamp.
+        let mut again = v1.clone();
+        stamp(&mut again);
+        assert_eq!(again, v1);
+        // Not observed yet.
+        assert!(!up_to_date(&v1, &[]));
+        // Someone changed a value the host sets.
+        let mut drifted = stored.clone();
+        drifted["data"]["a"] = json!("9");
+        assert!(!up_to_date(&v1, &[drifted]));
+        // The plugin stopped setting `b`: the values are all still there, but only an apply
+        // removes `b`, and the stamp differs.
+        let v2 = stamped(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "orders", "namespace": "shop"}, "data": {"a": "1"}}));
+        assert_ne!(
+            v1["metadata"]["annotations"][APPLIED_ANNOTATION],
+            v2["metadata"]["annotations"][APPLIED_ANNOTATION]
+        );
+        assert!(!up_to_date(&v2, std::slice::from_ref(&stored)));
+        // An object another tool wrote, with no stamp.
+        let mut unstamped = stored.clone();
+        unstamped["metadata"]["annotations"]
+            .as_object_mut()
+            .unwrap()
+            .remove(APPLIED_ANNOTATION);
+        assert!(!up_to_date(&v1, &[unstamped]));
+        // Lists compare element by element and by length.
+        let list = stamped(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "orders", "namespace": "shop"}, "spec": {"ports": [{"port": 1}]}}));
+        let mut longer = as_stored(&list);
+        longer["spec"]["ports"] = json!([{"port": 1}, {"port": 2}]);
+        assert!(!up_to_date(&list, &[longer]));
+        let mut defaulted = as_stored(&list);
+        defaulted["spec"]["ports"][0]["protocol"] = json!("TCP");
+        assert!(up_to_date(&list, &[defaulted]));
+    }
+
+    #[test]
+    fn a_merge_patch_is_a_noop_only_when_it_changes_nothing() {
+        let current = json!({"status": {"phase": "Ready", "conditions": [{"type": "A"}], "x": 1}});
+        assert!(merge_is_noop(
+            &current,
+            &json!({"status": {"phase": "Ready"}})
+        ));
+        assert!(merge_is_noop(&current, &json!({"status": {"gone": null}})));
+        assert!(!merge_is_noop(
+            &current,
+            &json!({"status": {"phase": "Failed"}})
+        ));
+        assert!(!merge_is_noop(&current, &json!({"status": {"x": null}})));
+        assert!(!merge_is_noop(&current, &json!({"status": {"new": 1}})));
+        // Arrays are replaced whole by a merge patch.
+        assert!(!merge_is_noop(
+            &current,
+            &json!({"status": {"conditions": []}})
+        ));
+        assert!(merge_is_noop(
+            &current,
+            &json!({"status": {"conditions": [{"type": "A"}]}})
+        ));
+    }
+
+    #[test]
+    fn a_disruption_budget_is_narrowed_to_the_parents_pods_and_plugin_metadata_is_dropped() {
+        let pdb = json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "orders", "namespace": "shop", "finalizers": ["example.com/hold"],
+                "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "other", "controller": false}],
+                "uid": "forged", "resourceVersion": "1"},
+            "spec": {"minAvailable": 1},
+        });
+        let out = decorate(
+            &desired("policy/v1/PodDisruptionBudget", "orders", pdb),
+            &parent(),
+            Ownership::Controller,
+        );
+        assert_eq!(
+            out["spec"]["selector"],
+            json!({"matchLabels": {PARENT_UID_LABEL: "u-1"}})
+        );
+        let meta = &out["metadata"];
+        for key in ["finalizers", "uid", "resourceVersion"] {
+            assert!(meta.get(key).is_none(), "{key} survived: {meta}");
+        }
+        assert_eq!(meta["ownerReferences"].as_array().unwrap().len(), 1);
+        assert_eq!(meta["ownerReferences"][0]["uid"], "u-1");
+        // Applied on an existing child, the apply holds only on that child.
+        let mut out = out;
+        precondition(&mut out, &json!({"metadata": {"uid": "child-uid"}}));
+        assert_eq!(out["metadata"]["uid"], "child-uid");
+        // Without an owner reference of the host's, none of the plugin's either.
+        let snap = json!({"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+            "metadata": {"name": "s", "ownerReferences": [{"uid": "x", "kind": "K", "name": "n", "apiVersion": "v1"}]}});
+        let out = decorate(
+            &desired("snapshot.storage.k8s.io/v1/VolumeSnapshot", "s", snap),
+            &parent(),
+            Ownership::Unowned,
+        );
+        assert!(out["metadata"].get("ownerReferences").is_none());
+    }
+}

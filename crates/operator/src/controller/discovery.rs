@@ -1,0 +1,101 @@
+//! Which resource serves a `group/version/Kind`, cached.
+
+use std::{collections::HashMap, sync::Mutex};
+
+use kube::{
+    Client,
+    core::GroupVersionKind,
+    discovery::{ApiCapabilities, ApiResource, Scope, pinned_kind},
+};
+
+use super::Error;
+
+/// A cache of kind → resource, filled on demand from the API server's discovery.
+pub struct Discovery {
+    client: Client,
+    cache: Mutex<HashMap<String, (ApiResource, bool)>>,
+}
+
+impl std::fmt::Debug for Discovery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Discovery").finish_non_exhaustive()
+    }
+}
+
+/// Splits `group/version/Kind` (or `v1/Kind`) into a GroupVersionKind.
+/// The apiVersion must be canonical: `/v1/Kind` would otherwise resolve to the core group.
+pub fn parse_kind(key: &str) -> Option<GroupVersionKind> {
+    let (api_version, kind) = key.rsplit_once('/')?;
+    windlass_policy::check_api_version(api_version).ok()?;
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    if version.is_empty() || kind.is_empty() {
+        return None;
+    }
+    Some(GroupVersionKind::gvk(group, version, kind))
+}
+
+impl Discovery {
+    /// An empty cache.
+    pub fn new(client: Client) -> Self {
+        Discovery {
+            client,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The resource of a kind and whether it is namespaced.
+    ///
+    /// # Errors
+    /// [`Error::Discovery`] when the API server does not serve the kind.
+    pub async fn resolve(&self, key: &str) -> Result<(ApiResource, bool), Error> {
+        if let Some(hit) = self
+            .cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+        {
+            return Ok(hit.clone());
+        }
+        let gvk = parse_kind(key).ok_or_else(|| Error::Discovery {
+            kind: key.to_string(),
+            why: "not of the form group/version/Kind".into(),
+        })?;
+        let (ar, caps): (ApiResource, ApiCapabilities) = pinned_kind(&self.client, &gvk)
+            .await
+            .map_err(|e| Error::Discovery {
+                kind: key.to_string(),
+                why: e.to_string(),
+            })?;
+        let namespaced = matches!(caps.scope, Scope::Namespaced);
+        self.cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.to_string(), (ar.clone(), namespaced));
+        Ok((ar, namespaced))
+    }
+
+    /// Forgets a kind (its CRD changed or went away).
+    pub fn forget(&self, key: &str) {
+        self.cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_keys_split_into_group_version_kind() {
+        let gvk = parse_kind("apps/v1/StatefulSet").unwrap();
+        assert_eq!(
+            (gvk.group.as_str(), gvk.version.as_str(), gvk.kind.as_str()),
+            ("apps", "v1", "StatefulSet")
+        );
+        let gvk = parse_kind("v1/Service").unwrap();
+        assert_eq!((gvk.group.as_str(), gvk.version.as_str()), ("", "v1"));
+        assert!(parse_kind("Service").is_none());
+    }
+}

@@ -1,0 +1,533 @@
+//! One reconcile of one parent: observe from the watch caches, run the pipeline, and — only if
+//! every plugin succeeded — apply, prune and write status; on deletion, finalize.
+
+use std::{
+    collections::HashSet,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use kube::{
+    Api, Resource, ResourceExt,
+    api::{DeleteParams, DynamicObject, Patch, PatchParams, Preconditions},
+    runtime::{
+        controller::Action,
+        events::{Event, EventType},
+        reflector::ObjectRef,
+    },
+};
+use serde_json::{Value, json};
+
+use super::{
+    Error,
+    apply::{self, Claim, FINALIZER, Ownership, PARENT_UID_LABEL, ParentRef},
+    kinds::KindCtx,
+    status,
+};
+use windlass_contract::Phase;
+use windlass_policy::pipeline::{Desired, Outcome, Pipeline};
+
+use crate::metrics::KindResult;
+
+/// Reconciles one parent, at most as often as the per-parent rate limit allows.
+pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<KindCtx>) -> Result<Action, Error> {
+    let started = Instant::now();
+    // Deleting parents too: a finalize phase that never finishes and keeps writing would
+    // otherwise loop as fast as its own watch events arrive.
+    if let Err(wait) = ctx
+        .shared
+        .reconciles
+        .take(&obj.uid().unwrap_or_default(), started)
+    {
+        tracing::debug!(parent = %obj.name_any(), ?wait, "reconcile rate limit: later");
+        return Ok(Action::requeue(wait));
+    }
+    ctx.queue.started(&obj.uid().unwrap_or_default());
+    let metrics = &ctx.shared.metrics;
+    metrics.in_flight.inc();
+    let span = tracing::info_span!(
+        "reconcile",
+        kind = %ctx.parent.key(),
+        namespace = obj.metadata.namespace.as_deref().unwrap_or(""),
+        name = %obj.name_any(),
+    );
+    let result = tracing::Instrument::instrument(reconcile_inner(&obj, &ctx), span).await;
+    metrics.in_flight.dec();
+    let labels = KindResult {
+        kind: ctx.parent.key(),
+        result: result
+            .as_ref()
+            .map_or_else(|e| e.reason().to_string(), |_| "success".to_string()),
+    };
+    metrics.reconciles.get_or_create(&labels).inc();
+    metrics
+        .reconcile_seconds
+        .get_or_create(&labels)
+        .observe(started.elapsed().as_secs_f64());
+    if result.is_ok() {
+        ctx.remembered.succeeded(&obj.uid().unwrap_or_default());
+    }
+    result
+}
+
+/// Retries a failed parent with per-object exponential backoff.
+pub fn error_policy(obj: Arc<DynamicObject>, error: &Error, ctx: Arc<KindCtx>) -> Action {
+    let n = ctx.remembered.failed(&obj);
+    let settings = &ctx.shared.settings;
+    let delay = settings
+        .backoff_base
+        .saturating_mul(2u32.saturating_pow((n - 1).min(16)))
+        .min(settings.backoff_max);
+    tracing::warn!(parent = %obj.name_any(), error = %error, retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, Error> {
+    tracing::debug!("reconcile starts");
+    let Some(pipeline) = ctx.shared.registry.pipeline(&ctx.parent.key()) else {
+        return Ok(Action::await_change());
+    };
+    let uid = obj.uid().unwrap_or_default();
+    ctx.remembered.reconciling(obj);
+    let parent = crate::k8s::typed_json(obj, &ctx.resource).map_err(|source| Error::Encode {
+        object: obj.name_any(),
+        source,
+    })?;
+    let deleting = obj.metadata.deletion_timestamp.is_some();
+    let has_finalizer = obj.finalizers().iter().any(|f| f == FINALIZER);
+    if deleting && !has_finalizer {
+        return Ok(Action::await_change());
+    }
+    let finalizes = pipeline.stages.iter().any(|s| s.plugin.info().finalizes);
+    if !deleting && finalizes && !has_finalizer {
+        set_finalizer(obj, ctx, true).await?;
+    }
+    let observed = apply::ours(observe(obj, ctx), &uid);
+    tracing::debug!(observed = observed.len(), "observed from the caches");
+    let phase = if deleting {
+        Phase::Finalize
+    } else {
+        Phase::Reconcile
+    };
+    let outcome = match run_pipeline(
+        ctx,
+        pipeline.clone(),
+        phase,
+        parent.clone(),
+        observed.clone(),
+    )
+    .await
+    {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            if let Error::Pipeline(p) = &e
+                && let (Some(rule), Some(plugin)) = (p.rule(), p.plugin())
+            {
+                ctx.shared.metrics.record_refusal(plugin, rule.as_str());
+            }
+            report_failure(obj, &parent, ctx, &e).await;
+            return Err(e);
+        }
+    };
+    let parent_ref = ParentRef {
+        api_version: ctx.resource.api_version.clone(),
+        kind: ctx.resource.kind.clone(),
+        name: obj.name_any(),
+        uid: uid.clone(),
+    };
+    tracing::debug!(desired = outcome.desired.len(), "pipeline ran");
+    if let Err(e) = apply_all(ctx, &outcome, &parent_ref, &observed).await {
+        if let Error::NotOwned { plugin, .. } = &e {
+            ctx.shared.metrics.record_refusal(plugin, "ObjectNotOwned");
+        }
+        report_failure(obj, &parent, ctx, &e).await;
+        return Err(e);
+    }
+    tracing::debug!("applied");
+    if !deleting && !outcome.incomplete() {
+        let child_kinds: HashSet<String> = pipeline
+            .stages
+            .iter()
+            .flat_map(|s| s.plugin.info().child_kinds.iter().cloned())
+            .collect();
+        prune(
+            ctx,
+            &apply::prune_plan(&observed, &outcome.desired, &uid, &child_kinds),
+        )
+        .await?;
+    }
+    let patch = status::after_success(&parent, &outcome, &windlass_contract::now_rfc3339());
+    let status_unchanged = apply::merge_is_noop(&parent, &patch);
+    ctx.shared.metrics.record_write("status", !status_unchanged);
+    if status_unchanged {
+        tracing::debug!("status unchanged");
+    } else {
+        write_status(obj, ctx, &patch).await?;
+        tracing::debug!("status written");
+    }
+    publish_events(obj, ctx, &outcome).await;
+    tracing::debug!(events = outcome.events.len(), "events published");
+    // A plugin picks when it runs again, but never sooner than the floor.
+    let floor = ctx.shared.settings.min_requeue;
+    if deleting {
+        if outcome.finalized {
+            set_finalizer(obj, ctx, false).await?;
+            ctx.shared.reconciles.forget_parent(&uid);
+            ctx.shared.events.forget_parent(&uid);
+            return Ok(Action::await_change());
+        }
+        return Ok(Action::requeue(
+            outcome
+                .requeue_after
+                .unwrap_or(Duration::from_secs(5))
+                .max(floor),
+        ));
+    }
+    Ok(Action::requeue(
+        outcome
+            .requeue_after
+            .unwrap_or(ctx.shared.settings.resync)
+            .max(floor),
+    ))
+}
+
+/// The objects of the observed kinds labelled with this parent's uid, from the watch caches.
+/// The caches have listed once: the controller reconciles only after that
+/// (`kinds::wait_for_caches`), since a reconcile on a half-filled cache could re-create what
+/// exists (and, for a generated Secret, change it).
+fn observe(obj: &DynamicObject, ctx: &KindCtx) -> Vec<Value> {
+    let uid = obj.uid().unwrap_or_default();
+    let namespace = obj.namespace();
+    let mut out = Vec::new();
+    for cache in &ctx.caches {
+        for (ns, name) in cache.index.children(&uid) {
+            if namespace.as_ref().is_some_and(|parent_ns| *parent_ns != ns) {
+                continue;
+            }
+            let mut key = ObjectRef::new_with(&name, cache.resource.clone());
+            if !ns.is_empty() {
+                key = key.within(&ns);
+            }
+            // The index and the store are fed by the same events; an object the index knows
+            // but the store no longer has was deleted in between.
+            let Some(child) = cache.store.get(&key) else {
+                continue;
+            };
+            if child.labels().get(PARENT_UID_LABEL) != Some(&uid) {
+                continue;
+            }
+            match crate::k8s::typed_json(&child, &cache.resource) {
+                Ok(v) => out.push(v),
+                // Not expected of an object that was decoded from JSON; said rather than lost.
+                Err(e) => {
+                    tracing::warn!(child = %child.name_any(), error = %e, "an observed child cannot be encoded; left out")
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Runs the pipeline on a blocking thread (plugin calls are synchronous), recording calls.
+async fn run_pipeline(
+    ctx: &KindCtx,
+    pipeline: Arc<Pipeline>,
+    phase: Phase,
+    parent: Value,
+    observed: Vec<Value>,
+) -> Result<Outcome, Error> {
+    let metrics = ctx.shared.metrics.clone();
+    let now = windlass_contract::now_rfc3339();
+    let span = tracing::Span::current();
+    tokio::task::spawn_blocking(move || {
+        let _entered = span.enter();
+        pipeline.run_observed(
+            phase,
+            &parent,
+            &observed,
+            &now,
+            &|plugin, stats, outcome| {
+                metrics.record_call(plugin.name(), stats, outcome);
+            },
+        )
+    })
+    .await
+    .map_err(|e| Error::Join(e.to_string()))?
+    .map_err(Error::from)
+}
+
+/// Server-side applies every desired object the parent may write, decorated with owner (see
+/// [`apply::claim`]), labels, provenance and the applied stamp — except those the cluster
+/// already holds exactly as they would be applied ([`apply::up_to_date`]).
+///
+/// # Guarantees
+/// Before anything is written, every desired object that was not observed as the parent's is
+/// read by name: if it exists and is not the parent's, the whole apply is refused
+/// ([`Error::NotOwned`]) and nothing is written. Objects are applied with the parent's own field
+/// manager; `force` only where the parent is the controller (or the host's record of an
+/// outliving object), so drift on its own children is put back; creations and labels on
+/// objects of the parent's children are applied without force.
+async fn apply_all(
+    ctx: &KindCtx,
+    outcome: &Outcome,
+    parent: &ParentRef,
+    observed: &[Value],
+) -> Result<(), Error> {
+    let family = apply::family(observed, &parent.uid);
+    let manager = apply::field_manager(&parent.uid);
+    let find = |d: &Desired| {
+        let id = d.object.key();
+        observed.iter().find(|o| id.is(o))
+    };
+    // Reads of what was not observed: does something of that name exist already?
+    let reads = outcome.desired.iter().map(|desired| async {
+        let claim = apply::claim(desired, find(desired), &parent.uid, &family);
+        if !matches!(claim, Claim::New(_)) {
+            return Ok::<_, Error>(claim);
+        }
+        let api = api_for(
+            ctx,
+            &desired.object.kind,
+            desired.object.namespace.as_deref(),
+        )
+        .await?;
+        let existing = api
+            .get_opt(&desired.object.name)
+            .await
+            .map_err(|source| Error::Apply {
+                object: windlass_policy::describe(&desired.object),
+                source,
+            })?
+            .and_then(|o| serde_json::to_value(o).ok());
+        Ok(apply::claim(
+            desired,
+            existing.as_ref(),
+            &parent.uid,
+            &family,
+        ))
+    });
+    let claims = futures::future::try_join_all(reads).await?;
+    let mut writes = Vec::new();
+    for (desired, claim) in outcome.desired.iter().zip(claims) {
+        let (ownership, force) = match claim {
+            Claim::NotOwned(why) => {
+                return Err(Error::NotOwned {
+                    plugin: desired.plugin.clone(),
+                    object: windlass_policy::describe(&desired.object),
+                    why,
+                });
+            }
+            Claim::New(ownership) => (ownership, false),
+            Claim::Owned(Ownership::LabelsOnly) => (Ownership::LabelsOnly, false),
+            Claim::Owned(ownership) => (ownership, true),
+        };
+        let mut object = apply::decorate(desired, parent, ownership);
+        apply::stamp(&mut object);
+        let skip = apply::up_to_date(&object, observed);
+        // After the stamp: the precondition is about this write, not part of what the host
+        // applies (with it in the stamp, every child created without one would be written
+        // again on the next reconcile).
+        if let Some(existing) = find(desired).filter(|_| force) {
+            apply::precondition(&mut object, existing);
+        }
+        ctx.shared.metrics.record_write(&desired.object.kind, !skip);
+        if !skip {
+            writes.push((desired, object, force));
+        }
+    }
+    tracing::debug!(
+        unchanged = outcome.desired.len() - writes.len(),
+        changed = writes.len(),
+        "skipping applies that would change nothing"
+    );
+    let writes = writes.into_iter().map(|(desired, object, force)| {
+        let mut params = PatchParams::apply(&manager);
+        params.force = force;
+        async move {
+            let describe = windlass_policy::describe(&desired.object);
+            let api = api_for(
+                ctx,
+                &desired.object.kind,
+                desired.object.namespace.as_deref(),
+            )
+            .await?;
+            api.patch(&desired.object.name, &params, &Patch::Apply(&object))
+                .await
+                .map(|_| ())
+                .map_err(|source| Error::Apply {
+                    object: describe,
+                    source,
+                })
+        }
+    });
+    futures::future::try_join_all(writes).await.map(|_| ())
+}
+
+/// The API of a kind in a namespace, with the scope discovery reports. A namespace given for a
+/// cluster-scoped kind, or missing for a namespaced one, is an error, never a cluster-wide API.
+async fn api_for(
+    ctx: &KindCtx,
+    kind: &str,
+    namespace: Option<&str>,
+) -> Result<Api<DynamicObject>, Error> {
+    let (ar, namespaced) = ctx.shared.discovery.resolve(kind).await?;
+    let client = ctx.shared.client.clone();
+    match crate::k8s::api(client, &ar, namespace, namespaced) {
+        Some(api) => Ok(api),
+        None => Err(Error::Discovery {
+            kind: kind.to_string(),
+            why: format!(
+                "the kind is {}, but the object {}",
+                if namespaced {
+                    "namespaced"
+                } else {
+                    "cluster-scoped"
+                },
+                match namespace {
+                    Some(ns) if !ns.is_empty() => format!("names namespace {ns}"),
+                    _ => "names no namespace".to_string(),
+                }
+            ),
+        }),
+    }
+}
+
+/// Deletes children no plugin wants any more, each only if it is still the object observed
+/// (a precondition on its uid: one deleted and re-created by someone else is left alone).
+async fn prune(ctx: &KindCtx, plan: &[&Value]) -> Result<(), Error> {
+    for object in plan {
+        let key = windlass_policy::ObjectKey::of(object);
+        let api = api_for(ctx, &key.kind, key.namespace.as_deref()).await?;
+        tracing::info!(child = %key, "pruning a child no plugin wants any more");
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: object
+                    .pointer("/metadata/uid")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                resource_version: None,
+            }),
+            ..DeleteParams::background()
+        };
+        match api.delete(&key.name, &params).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+            Err(source) => {
+                return Err(Error::Prune {
+                    object: key.to_string(),
+                    source,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn parent_api(obj: &DynamicObject, ctx: &KindCtx) -> Api<DynamicObject> {
+    match obj.namespace() {
+        Some(ns) if ctx.namespaced => {
+            Api::namespaced_with(ctx.shared.client.clone(), &ns, &ctx.resource)
+        }
+        _ => Api::all_with(ctx.shared.client.clone(), &ctx.resource),
+    }
+}
+
+/// Adds or removes the host's finalizer, guarded by the resourceVersion read so that another
+/// controller's concurrent finalizer change is never overwritten.
+async fn set_finalizer(obj: &DynamicObject, ctx: &KindCtx, present: bool) -> Result<(), Error> {
+    let mut finalizers: Vec<String> = obj.finalizers().to_vec();
+    finalizers.retain(|f| f != FINALIZER);
+    if present {
+        finalizers.push(FINALIZER.to_string());
+    }
+    let patch =
+        json!({"metadata": {"finalizers": finalizers, "resourceVersion": obj.resource_version()}});
+    parent_api(obj, ctx)
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    Ok(())
+}
+
+async fn write_status(obj: &DynamicObject, ctx: &KindCtx, patch: &Value) -> Result<(), Error> {
+    parent_api(obj, ctx)
+        .patch_status(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await?;
+    Ok(())
+}
+
+/// On failure: a condition naming the plugin and the reason, and a Warning event. Nothing else
+/// changes.
+async fn report_failure(obj: &DynamicObject, parent: &Value, ctx: &KindCtx, error: &Error) {
+    let message = error.to_string();
+    if let Err(e) = write_status(obj, ctx, &failure_patch(parent, error)).await {
+        tracing::warn!(error = %e, "writing the failure condition");
+    }
+    let event = Event {
+        type_: EventType::Warning,
+        reason: error.reason().to_string(),
+        note: Some(truncate(&message, 1000)),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx
+        .shared
+        .recorder
+        .publish(&event, &obj.object_ref(&ctx.resource))
+        .await
+    {
+        tracing::debug!(error = %e, "publishing an event");
+    }
+}
+
+fn failure_patch(parent: &Value, error: &Error) -> Value {
+    status::after_failure(parent, error, &windlass_contract::now_rfc3339())
+}
+
+async fn publish_events(obj: &DynamicObject, ctx: &KindCtx, outcome: &Outcome) {
+    let reference = obj.object_ref(&ctx.resource);
+    let uid = obj.uid().unwrap_or_default();
+    for reported in &outcome.events {
+        let e = &reported.item;
+        // One bucket per parent and plugin, as client-go's spam filter keys by event source:
+        // a chatty plugin cannot silence the others.
+        let key = format!("{uid}/{}", reported.plugin);
+        if ctx.shared.events.take(&key, Instant::now()).is_err() {
+            tracing::debug!(plugin = %reported.plugin, reason = %e.reason, "event dropped by the per-parent event rate limit");
+            ctx.shared
+                .metrics
+                .record_refusal(&reported.plugin, "EventRate");
+            continue;
+        }
+        let event = Event {
+            type_: if e.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: e.reason.clone(),
+            note: Some(truncate(
+                &format!("{}: {}", reported.plugin, e.message),
+                1000,
+            )),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        if let Err(err) = ctx.shared.recorder.publish(&event, &reference).await {
+            tracing::debug!(error = %err, "publishing an event");
+        }
+    }
+}
+
+/// Cuts an event note to the API's limit in bytes (1,000 characters of non-ASCII text would
+/// be over it, and the event refused).
+fn truncate(s: &str, max: usize) -> String {
+    windlass_policy::cut_message(s, max.min(windlass_policy::MAX_EVENT_NOTE))
+}

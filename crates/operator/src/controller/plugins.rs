@@ -1,0 +1,600 @@
+//! Loading WasmPlugins: watch them and the ConfigMaps they point at; for each new version
+//! fetch, verify the pin, compile (through the precompiled cache), smoke-call `info`, check the
+//! parent kind, and only then swap it in. A version that fails any step never replaces the
+//! running one; the WasmPlugin's status says why.
+
+use std::{
+    collections::{BTreeSet, HashMap},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{
+    Api, ResourceExt,
+    api::{DynamicObject, ListParams, Patch, PatchParams},
+    runtime::{WatchStreamExt, watcher},
+};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::{Error, Owned, Shared, apply::PARENT_UID_LABEL, fetch};
+use windlass_contract::{InstanceMode, Limits, LoadOptions, Phase};
+use windlass_policy::{
+    Grants, Level, PodGrants, Policy,
+    pipeline::{FailurePolicy, Stage},
+};
+
+use crate::crd::{self, WasmPlugin, WasmPluginSpec};
+
+/// The `kind` label of the loader's state in the `tracked` metric.
+const LOADER: &str = "WasmPlugin";
+
+/// The state of the loader.
+struct Loader {
+    shared: Arc<Shared>,
+    specs: Mutex<HashMap<String, WasmPlugin>>,
+    config_maps: Mutex<HashMap<(String, String), Owned>>,
+    /// The manifest digest each OCI-sourced WasmPlugin was last loaded from.
+    manifests: Mutex<HashMap<String, String>>,
+    /// WasmPlugins whose last load failed for a reason that may pass ([`Error::is_transient`]):
+    /// tried again on the poll interval.
+    retry: Mutex<BTreeSet<String>>,
+    reload: mpsc::UnboundedSender<String>,
+}
+
+/// Watches WasmPlugins and keeps the registry in step with them, until aborted.
+pub async fn run(shared: Arc<Shared>) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    let loader = Arc::new(Loader {
+        shared: shared.clone(),
+        specs: Mutex::new(HashMap::new()),
+        config_maps: Mutex::new(HashMap::new()),
+        manifests: Mutex::new(HashMap::new()),
+        retry: Mutex::new(BTreeSet::new()),
+        reload: tx,
+    });
+    // Tags move: re-resolve every OCI source on an interval. A load whose manifest digest did
+    // not change stops after one HEAD request.
+    // Owned: when this task is aborted, they stop too (the worker holds the loader, and with it
+    // every ConfigMap watch).
+    let _poll = {
+        let loader = loader.clone();
+        let every = shared.settings.oci_poll;
+        Owned::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let mut names: BTreeSet<String> = loader
+                    .lock_specs()
+                    .iter()
+                    .filter(|(_, wp)| wp.spec.source.oci.is_some())
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                names.extend(loader.lock_retry().iter().cloned());
+                for name in names {
+                    let _ = loader.reload.send(name);
+                }
+            }
+        })
+    };
+    let _worker = {
+        let loader = loader.clone();
+        Owned::spawn(async move {
+            while let Some(name) = rx.recv().await {
+                let wp = loader.lock_specs().get(&name).cloned();
+                if let Some(wp) = wp {
+                    loader.load(&wp).await;
+                }
+            }
+        })
+    };
+    let api: Api<WasmPlugin> = Api::all(shared.client.clone());
+    let mut events = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut seen_in_init = BTreeSet::new();
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(watcher::Event::Apply(wp) | watcher::Event::InitApply(wp)) => {
+                let name = wp.name_any();
+                seen_in_init.insert(name.clone());
+                // The host's own status writes come back as changes too: only a new spec is
+                // a reason to load (sources that move are watched or polled on their own).
+                let same = loader
+                    .lock_specs()
+                    .insert(name.clone(), wp.clone())
+                    .is_some_and(|old| old.spec == wp.spec);
+                if !same {
+                    let _ = loader.reload.send(name);
+                }
+            }
+            Ok(watcher::Event::Delete(wp)) => loader.forget(&wp.name_any()),
+            Ok(watcher::Event::Init) => seen_in_init.clear(),
+            Ok(watcher::Event::InitDone) => {
+                // Plugins deleted while no watch was open.
+                for name in shared.registry.names() {
+                    if !seen_in_init.contains(&name) {
+                        loader.forget(&name);
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "watching WasmPlugins"),
+        }
+    }
+}
+
+impl Loader {
+    fn lock_specs(&self) -> std::sync::MutexGuard<'_, HashMap<String, WasmPlugin>> {
+        self.specs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_retry(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
+        self.retry.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn forget(&self, name: &str) {
+        self.lock_specs().remove(name);
+        self.lock_retry().remove(name);
+        self.forget_manifest(name);
+        self.stop_unused_watches();
+        if let Some((digest, _)) = self.shared.registry.serving(name) {
+            self.shared.registry.remove(name);
+            if !self.shared.registry.uses_digest(&digest) {
+                self.shared.engine.forget(&digest);
+            }
+            tracing::info!(wasm_plugin = name, "plugin removed from its pipeline");
+        }
+    }
+
+    /// Shows the size of one of the loader's maps in the `tracked` metric.
+    fn show(&self, what: &str, len: usize) {
+        self.shared
+            .metrics
+            .tracked_of(LOADER, what)
+            .set(i64::try_from(len).unwrap_or(i64::MAX));
+    }
+
+    /// Forgets the manifest digest a WasmPlugin was loaded from (deleted, or no longer OCI).
+    fn forget_manifest(&self, name: &str) {
+        let mut manifests = self.manifests.lock().unwrap_or_else(|e| e.into_inner());
+        manifests.remove(name);
+        self.show("oci_manifests", manifests.len());
+    }
+
+    /// Stops the watches of ConfigMaps no WasmPlugin points at any more.
+    fn stop_unused_watches(&self) {
+        let used: BTreeSet<(String, String)> = self
+            .lock_specs()
+            .values()
+            .filter_map(|wp| wp.spec.source.config_map.as_ref())
+            .map(|cm| (cm.namespace.clone(), cm.name.clone()))
+            .collect();
+        let mut watches = self.config_maps.lock().unwrap_or_else(|e| e.into_inner());
+        // Dropping an owned task stops it.
+        watches.retain(|key, _| used.contains(key));
+        self.show("config_map_watches", watches.len());
+    }
+
+    /// Brings one WasmPlugin's serving version up to date with its spec and source.
+    async fn load(self: &Arc<Self>, wp: &WasmPlugin) {
+        let name = wp.name_any();
+        if let Some(cm) = &wp.spec.source.config_map {
+            self.watch_config_map(&cm.namespace, &cm.name);
+        }
+        // A source that moved away from a ConfigMap or a registry leaves nothing behind.
+        self.stop_unused_watches();
+        if wp.spec.source.oci.is_none() {
+            self.forget_manifest(&name);
+        }
+        let serving = self.shared.registry.serving(&name);
+        let outcome = self.try_load(&name, &wp.spec, serving.as_ref()).await;
+        let metrics = &self.shared.metrics;
+        let result = match &outcome {
+            Ok(true) => "swapped",
+            Ok(false) => "unchanged",
+            Err(e) => e.reason(),
+        };
+        metrics
+            .hot_swaps
+            .get_or_create(&crate::metrics::PluginOutcome {
+                plugin: name.clone(),
+                outcome: result.to_string(),
+            })
+            .inc();
+        match &outcome {
+            Err(e) if e.is_transient() => {
+                self.lock_retry().insert(name.clone());
+            }
+            _ => {
+                self.lock_retry().remove(&name);
+            }
+        }
+        if let Err(e) = &outcome {
+            tracing::warn!(wasm_plugin = %name, error = %e, "new plugin version refused");
+        }
+        if let Err(e) = self.write_status(wp, outcome.as_ref().err()).await {
+            tracing::warn!(wasm_plugin = %name, error = %e, "writing WasmPlugin status");
+        }
+    }
+
+    /// Returns whether a new version was swapped in.
+    async fn try_load(
+        &self,
+        name: &str,
+        spec: &WasmPluginSpec,
+        serving: Option<&(String, WasmPluginSpec)>,
+    ) -> Result<bool, Error> {
+        let shared = &self.shared;
+        let mut manifest = None;
+        // The registry options (the pull secret read once per load, for the resolve and the
+        // pull alike).
+        let mut registry = None;
+        if let Some(oci_source) = &spec.source.oci {
+            let options =
+                fetch::oci_options(&shared.client, name, &shared.settings.oci, oci_source).await?;
+            let resolved = windlass_source::oci::resolve(&oci_source.reference, &options)
+                .await
+                .map_err(|source| Error::Fetch {
+                    plugin: name.to_string(),
+                    source,
+                })?;
+            let unchanged = self
+                .manifests
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(name)
+                == Some(&resolved);
+            if unchanged && serving.is_some_and(|(_, old)| old == spec) {
+                return Ok(false);
+            }
+            manifest = Some(resolved);
+            registry = Some(options);
+        }
+        let fetched = fetch::fetch(
+            &shared.client,
+            name,
+            &spec.source,
+            &shared.settings.oci,
+            registry,
+        )
+        .await?;
+        if let Some(manifest) = manifest {
+            let mut manifests = self.manifests.lock().unwrap_or_else(|e| e.into_inner());
+            manifests.insert(name.to_string(), manifest);
+            self.show("oci_manifests", manifests.len());
+        }
+        if let Some((digest, old_spec)) = serving
+            && *digest == fetched.digest
+            && old_spec == spec
+        {
+            return Ok(false);
+        }
+        let options = load_options(spec);
+        let engine = shared.engine.clone();
+        let label = name.to_string();
+        let plugin =
+            tokio::task::spawn_blocking(move || engine.load(&label, &fetched.bytes, options))
+                .await
+                .map_err(|e| Error::Join(e.to_string()))??;
+        let wanted = spec.parent.key();
+        if !plugin.info().parent_kinds.contains(&wanted) {
+            return Err(Error::WrongParentKind {
+                plugin: plugin.name().to_string(),
+                wanted,
+                declared: plugin.info().parent_kinds.clone(),
+            });
+        }
+        // Every kind the plugin produces or reads must be served, with a known scope: a plugin
+        // that cannot be checked is refused here rather than failing (or guessing a scope) at
+        // apply time.
+        let info = plugin.info();
+        let mut cluster_scoped = Vec::new();
+        let mut policy = Policy::default();
+        for kind in info.child_kinds.iter().chain(&info.reads_kinds) {
+            match shared.discovery.resolve(kind).await {
+                Ok((_, false)) => {
+                    cluster_scoped.push(kind.clone());
+                    policy.add_cluster_scoped(kind.clone());
+                }
+                Ok((_, true)) => {}
+                Err(e) => {
+                    return Err(Error::KindNotServed {
+                        plugin: plugin.name().to_string(),
+                        kind: kind.clone(),
+                        why: e.to_string(),
+                    });
+                }
+            }
+        }
+        let grants = match &spec.grants {
+            Some(kinds) => Grants::Kinds(kinds.iter().cloned().collect()),
+            None => Grants::Declared,
+        };
+        grants
+            .check_reads(&policy, &info.reads_kinds)
+            .map_err(|why| Error::NotGranted {
+                plugin: plugin.name().to_string(),
+                why,
+            })?;
+        let stage = Stage {
+            plugin,
+            config: spec.config.clone().unwrap_or_else(|| json!({})),
+            grants,
+            pods: pod_grants(&spec.pod_security),
+            failure_policy: match spec.failure_policy {
+                crd::FailurePolicy::Fail => FailurePolicy::Fail,
+                crd::FailurePolicy::Ignore => FailurePolicy::Ignore,
+            },
+        };
+        self.canary(name, spec, &stage).await?;
+        tracing::info!(
+            wasm_plugin = name,
+            plugin = stage.plugin.name(),
+            version = %stage.plugin.info().version,
+            digest = stage.plugin.digest(),
+            "plugin version swapped in"
+        );
+        shared
+            .registry
+            .install(name, spec.clone(), stage, &cluster_scoped);
+        if let Some((old, _)) = serving
+            && !shared.registry.uses_digest(old)
+        {
+            shared.engine.forget(old);
+        }
+        Ok(true)
+    }
+
+    /// Runs the pipeline with the new version on a few existing parents, applying nothing. A
+    /// version that traps, times out, runs out of memory, returns forbidden output or refuses
+    /// its config there is refused before it serves anything. A parent the new version calls
+    /// invalid does not count against it.
+    async fn canary(&self, name: &str, spec: &WasmPluginSpec, stage: &Stage) -> Result<(), Error> {
+        const CANARY_PARENTS: u32 = 3;
+        let shared = &self.shared;
+        let Ok((resource, _)) = shared.discovery.resolve(&spec.parent.key()).await else {
+            return Ok(()); // no parents can exist yet
+        };
+        let pipeline = Arc::new(shared.registry.candidate(name, spec, stage.clone()));
+        let api: Api<DynamicObject> = Api::all_with(shared.client.clone(), &resource);
+        let parents = api
+            .list(&ListParams::default().limit(CANARY_PARENTS))
+            .await?;
+        for parent in parents
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+        {
+            let uid = parent.uid().unwrap_or_default();
+            let namespace = parent.namespace();
+            let mut observed = Vec::new();
+            let kinds: BTreeSet<String> = pipeline
+                .stages
+                .iter()
+                .flat_map(|s| s.observed_kinds().map(String::from))
+                .collect();
+            for kind in kinds {
+                let Ok((ar, namespaced)) = shared.discovery.resolve(&kind).await else {
+                    continue;
+                };
+                // Children share the parent's scope (the policy refuses the rest): never a
+                // cluster-wide list of a namespaced kind.
+                let Some(api) =
+                    crate::k8s::api(shared.client.clone(), &ar, namespace.as_deref(), namespaced)
+                else {
+                    continue;
+                };
+                let selector = format!("{PARENT_UID_LABEL}={uid}");
+                for child in api
+                    .list(&ListParams::default().labels(&selector))
+                    .await?
+                    .items
+                {
+                    observed.push(crate::k8s::typed_json(&child, &ar).map_err(|source| {
+                        Error::Encode {
+                            object: format!("{} {}", ar.kind, child.name_any()),
+                            source,
+                        }
+                    })?);
+                }
+            }
+            // As in a reconcile: only what the parent controls, never an object that merely
+            // carries its label.
+            let observed = super::apply::ours(observed, &uid);
+            let parent_json =
+                crate::k8s::typed_json(&parent, &resource).map_err(|source| Error::Encode {
+                    object: parent.name_any(),
+                    source,
+                })?;
+            let run = pipeline.clone();
+            let now = windlass_contract::now_rfc3339();
+            let result = tokio::task::spawn_blocking(move || {
+                run.run(Phase::Reconcile, &parent_json, &observed, &now)
+            })
+            .await
+            .map_err(|e| Error::Join(e.to_string()))?;
+            if let Err(e) = result
+                && e.plugin() == Some(stage.plugin.name())
+                && !e.blames_parent()
+            {
+                let parent = match &namespace {
+                    Some(ns) => format!("{ns}/{}", parent.name_any()),
+                    None => parent.name_any(),
+                };
+                return Err(Error::Canary { parent, source: e });
+            }
+        }
+        Ok(())
+    }
+
+    /// Watches one ConfigMap (by name: least privilege) and reloads the WasmPlugins that point
+    /// at it whenever it changes.
+    fn watch_config_map(self: &Arc<Self>, namespace: &str, name: &str) {
+        let key = (namespace.to_string(), name.to_string());
+        let mut watches = self.config_maps.lock().unwrap_or_else(|e| e.into_inner());
+        if watches.contains_key(&key) {
+            return;
+        }
+        let api: Api<ConfigMap> = Api::namespaced(self.shared.client.clone(), namespace);
+        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        let loader = Arc::downgrade(self);
+        let (ns, cm) = key.clone();
+        let task = Owned::spawn(async move {
+            let mut events = watcher(api, config)
+                .default_backoff()
+                .applied_objects()
+                .boxed();
+            while let Some(event) = events.next().await {
+                let Some(loader) = loader.upgrade() else {
+                    return;
+                };
+                if event.is_err() {
+                    continue;
+                }
+                let users: Vec<String> = loader
+                    .lock_specs()
+                    .iter()
+                    .filter(|(_, wp)| {
+                        wp.spec
+                            .source
+                            .config_map
+                            .as_ref()
+                            .is_some_and(|s| s.namespace == ns && s.name == cm)
+                    })
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                for user in users {
+                    let _ = loader.reload.send(user);
+                }
+            }
+        });
+        watches.insert(key, task);
+        self.show("config_map_watches", watches.len());
+    }
+
+    async fn write_status(
+        &self,
+        wp: &WasmPlugin,
+        error: Option<&Error>,
+    ) -> Result<(), kube::Error> {
+        let name = wp.name_any();
+        let serving = self.shared.registry.serving(&name);
+        let pipeline = self.shared.registry.pipeline(&wp.spec.parent.key());
+        let plugin = pipeline.as_ref().and_then(|p| {
+            p.stages
+                .iter()
+                .find(|s| Some(s.plugin.digest()) == serving.as_ref().map(|(d, _)| d.as_str()))
+                .map(|s| s.plugin.clone())
+        });
+        let (status, reason, message) = match (error, &serving) {
+            (None, Some((digest, _))) => {
+                ("True", "Loaded".to_string(), format!("serving {digest}"))
+            }
+            (Some(e), Some((digest, _))) => (
+                "True",
+                e.reason().to_string(),
+                format!("new version refused, still serving {digest}: {e}"),
+            ),
+            (Some(e), None) => ("False", e.reason().to_string(), e.to_string()),
+            (None, None) => (
+                "False",
+                "NotLoaded".to_string(),
+                "no version loaded".to_string(),
+            ),
+        };
+        // The transition time moves only when the status flips.
+        let since = wp
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+            .filter(|c| c.status == status)
+            .map_or_else(
+                // Serialized with whole seconds, as the API stores it.
+                || Time(jiff::Timestamp::now()),
+                |c| c.last_transition_time.clone(),
+            );
+        let typed = crd::WasmPluginStatus {
+            digest: serving.as_ref().map(|(d, _)| d.clone()),
+            plugin: plugin.as_ref().map(|p| p.name().to_string()),
+            version: plugin.as_ref().map(|p| p.info().version.clone()),
+            child_kinds: plugin
+                .as_ref()
+                .map(|p| p.info().child_kinds.clone())
+                .unwrap_or_default(),
+            last_error: error.map(|e| {
+                windlass_policy::cut_message(&e.to_string(), windlass_policy::MAX_CONDITION_MESSAGE)
+            }),
+            observed_generation: wp.metadata.generation,
+            conditions: vec![Condition {
+                type_: "Ready".into(),
+                status: status.into(),
+                reason,
+                message: windlass_policy::cut_message(
+                    &message,
+                    windlass_policy::MAX_CONDITION_MESSAGE,
+                ),
+                last_transition_time: since,
+                observed_generation: wp.metadata.generation,
+            }],
+        };
+        let mut body = serde_json::to_value(&typed).map_err(kube::Error::SerdeError)?;
+        // A merge patch keeps what it does not mention: a field the typed status leaves out
+        // (no error any more, no plugin serving) is cleared with a null.
+        if let Some(map) = body.as_object_mut() {
+            for field in [
+                "digest",
+                "plugin",
+                "version",
+                "childKinds",
+                "lastError",
+                "observedGeneration",
+            ] {
+                map.entry(field).or_insert(Value::Null);
+            }
+        }
+        let patch = json!({ "status": body });
+        let api: Api<WasmPlugin> = Api::all(self.shared.client.clone());
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        Ok(())
+    }
+}
+
+/// What a WasmPlugin grants the pods its plugin produces.
+fn pod_grants(spec: &crd::PodSecurity) -> PodGrants {
+    PodGrants {
+        level: match spec.level {
+            crd::PodSecurityLevel::Restricted => Level::Restricted,
+            crd::PodSecurityLevel::Baseline => Level::Baseline,
+            crd::PodSecurityLevel::Privileged => Level::Privileged,
+        },
+        service_accounts: spec.service_accounts.clone(),
+        automount_token: spec.automount_service_account_token,
+    }
+}
+
+/// Load options from a WasmPlugin's limits and instance mode.
+fn load_options(spec: &WasmPluginSpec) -> LoadOptions {
+    let defaults = Limits::default();
+    LoadOptions {
+        limits: Limits {
+            timeout: spec
+                .limits
+                .timeout_ms
+                .map_or(defaults.timeout, Duration::from_millis),
+            memory_bytes: spec
+                .limits
+                .memory_mib
+                .map_or(defaults.memory_bytes, |m| (m as usize) << 20),
+            fuel: spec.limits.fuel,
+        },
+        mode: match spec.instance_mode {
+            crd::InstanceMode::Fresh => InstanceMode::Fresh,
+            crd::InstanceMode::Reuse => InstanceMode::Reuse,
+        },
+    }
+}

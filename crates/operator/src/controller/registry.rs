@@ -1,0 +1,221 @@
+//! The pipelines: for each parent kind, the loaded plugins in order, held as an immutable
+//! snapshot that a swap replaces whole. A reconcile takes the snapshot once, so a swap never
+//! changes a pipeline mid-run.
+
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    sync::{Arc, Mutex},
+};
+
+use tokio::sync::watch;
+
+use windlass_policy::{
+    Policy,
+    pipeline::{Pipeline, Stage},
+};
+
+use crate::crd::{ParentKind, WasmPluginSpec};
+
+/// One loaded WasmPlugin.
+#[derive(Debug, Clone)]
+struct Entry {
+    parent: ParentKind,
+    order: i32,
+    stage: Stage,
+    spec: WasmPluginSpec,
+}
+
+/// What a parent kind's controller needs to know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KindPlan {
+    /// The parent kind.
+    pub parent: ParentKind,
+    /// Kinds to observe (children and reads of every plugin).
+    pub observed: BTreeSet<String>,
+}
+
+/// All loaded plugins and the pipelines built from them.
+#[derive(Debug)]
+pub struct Registry {
+    state: Mutex<State>,
+    changed: watch::Sender<u64>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    entries: BTreeMap<String, Entry>,
+    pipelines: HashMap<String, Arc<Pipeline>>,
+    triggers: HashMap<String, watch::Sender<u64>>,
+    policy: Policy,
+    version: u64,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry {
+            state: Mutex::new(State::default()),
+            changed: watch::channel(0).0,
+        }
+    }
+}
+
+impl Registry {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Tells the policy which ServiceAccount the host runs as: no plugin's pod may use it.
+    pub fn set_host_account(&self, account: Option<windlass_policy::HostAccount>) {
+        self.lock().policy.host_account = account;
+    }
+
+    /// The current pipeline of a parent kind (`group/version/Kind`).
+    pub fn pipeline(&self, kind: &str) -> Option<Arc<Pipeline>> {
+        self.lock().pipelines.get(kind).cloned()
+    }
+
+    /// The digest and spec of the version of a WasmPlugin that is serving.
+    pub fn serving(&self, wasm_plugin: &str) -> Option<(String, WasmPluginSpec)> {
+        self.lock()
+            .entries
+            .get(wasm_plugin)
+            .map(|e| (e.stage.plugin.digest().to_string(), e.spec.clone()))
+    }
+
+    /// Installs (or replaces) a WasmPlugin's stage and rebuilds its kind's pipeline; every
+    /// parent of the kind is then reconciled again.
+    pub fn install(
+        &self,
+        wasm_plugin: &str,
+        spec: WasmPluginSpec,
+        stage: Stage,
+        cluster_scoped: &[String],
+    ) {
+        let mut state = self.lock();
+        for kind in cluster_scoped {
+            state.policy.add_cluster_scoped(kind.clone());
+        }
+        let previous = state.entries.insert(
+            wasm_plugin.to_string(),
+            Entry {
+                parent: spec.parent.clone(),
+                order: spec.order,
+                stage,
+                spec: spec.clone(),
+            },
+        );
+        let mut kinds = vec![spec.parent.key()];
+        if let Some(previous) = previous
+            && previous.parent != spec.parent
+        {
+            kinds.push(previous.parent.key());
+        }
+        for kind in kinds {
+            rebuild(&mut state, &kind);
+        }
+        self.bump(&mut state);
+    }
+
+    /// The pipeline `install` would build, without installing it: for a canary run.
+    pub fn candidate(&self, wasm_plugin: &str, spec: &WasmPluginSpec, stage: Stage) -> Pipeline {
+        let state = self.lock();
+        let mut stages: Vec<(i32, String, Stage)> = state
+            .entries
+            .iter()
+            .filter(|(name, e)| e.parent == spec.parent && name.as_str() != wasm_plugin)
+            .map(|(name, e)| (e.order, name.clone(), e.stage.clone()))
+            .collect();
+        stages.push((spec.order, wasm_plugin.to_string(), stage));
+        stages.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        Pipeline {
+            stages: stages.into_iter().map(|(_, _, s)| s).collect(),
+            policy: Arc::new(state.policy.clone()),
+        }
+    }
+
+    /// Removes a WasmPlugin; its kind's pipeline is rebuilt without it.
+    pub fn remove(&self, wasm_plugin: &str) -> bool {
+        let mut state = self.lock();
+        let Some(entry) = state.entries.remove(wasm_plugin) else {
+            return false;
+        };
+        rebuild(&mut state, &entry.parent.key());
+        self.bump(&mut state);
+        true
+    }
+
+    /// The names of every loaded WasmPlugin.
+    pub fn names(&self) -> Vec<String> {
+        self.lock().entries.keys().cloned().collect()
+    }
+
+    /// Whether any loaded WasmPlugin still serves this digest.
+    pub fn uses_digest(&self, digest: &str) -> bool {
+        self.lock()
+            .entries
+            .values()
+            .any(|e| e.stage.plugin.digest() == digest)
+    }
+
+    /// Every parent kind with a pipeline and what its controller observes.
+    pub fn kinds(&self) -> BTreeMap<String, KindPlan> {
+        let state = self.lock();
+        let mut out: BTreeMap<String, KindPlan> = BTreeMap::new();
+        for entry in state.entries.values() {
+            let plan = out.entry(entry.parent.key()).or_insert_with(|| KindPlan {
+                parent: entry.parent.clone(),
+                observed: BTreeSet::new(),
+            });
+            plan.observed
+                .extend(entry.stage.observed_kinds().map(String::from));
+        }
+        out
+    }
+
+    /// Changes whenever any pipeline changes.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// Changes whenever the pipeline of `kind` changes: every parent of it must be reconciled.
+    pub fn trigger(&self, kind: &str) -> watch::Receiver<u64> {
+        let mut state = self.lock();
+        state
+            .triggers
+            .entry(kind.to_string())
+            .or_insert_with(|| watch::channel(0).0)
+            .subscribe()
+    }
+
+    fn bump(&self, state: &mut State) {
+        state.version += 1;
+        self.changed.send_replace(state.version);
+    }
+}
+
+/// Rebuilds the pipeline of one kind from the entries, in (order, name) order.
+fn rebuild(state: &mut State, kind: &str) {
+    let mut stages: Vec<(&i32, &String, &Entry)> = state
+        .entries
+        .iter()
+        .filter(|(_, e)| e.parent.key() == kind)
+        .map(|(name, e)| (&e.order, name, e))
+        .collect();
+    stages.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    if stages.is_empty() {
+        state.pipelines.remove(kind);
+    } else {
+        let pipeline = Pipeline {
+            stages: stages
+                .into_iter()
+                .map(|(_, _, e)| e.stage.clone())
+                .collect(),
+            policy: Arc::new(state.policy.clone()),
+        };
+        state.pipelines.insert(kind.to_string(), Arc::new(pipeline));
+    }
+    let version = state.version + 1;
+    if let Some(trigger) = state.triggers.get(kind) {
+        trigger.send_replace(version);
+    }
+}

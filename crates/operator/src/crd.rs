@@ -1,0 +1,338 @@
+//! The `WasmPlugin` custom resource (windlass.dev/v1alpha1, cluster-scoped): one plugin in the
+//! pipeline of a parent kind, and where its component comes from.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One plugin in the pipeline of a parent kind.
+#[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "windlass.dev",
+    version = "v1alpha1",
+    kind = "WasmPlugin",
+    plural = "wasmplugins",
+    shortname = "wp",
+    category = "windlass",
+    status = "WasmPluginStatus",
+    printcolumn(name = "Parent", type_ = "string", json_path = ".spec.parent.kind"),
+    printcolumn(name = "Order", type_ = "integer", json_path = ".spec.order"),
+    printcolumn(name = "Plugin", type_ = "string", json_path = ".status.plugin"),
+    printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct WasmPluginSpec {
+    /// The parent kind this plugin reconciles.
+    pub parent: ParentKind,
+    /// Position in the pipeline: lower runs first; ties run in name order. Default 0.
+    #[serde(default)]
+    pub order: i32,
+    /// Where the component comes from: exactly one of configMap, oci, file.
+    pub source: PluginSource,
+    /// Kinds granted to the plugin (`group/version/Kind`, `v1/Kind` for core), to produce
+    /// (child kinds) and to observe (reads kinds), and grants of privileged content by name
+    /// (`v1/Secret:service-account-token`, `v1/Service:externalIPs`, `v1/Service:NodePort`,
+    /// `v1/Service:LoadBalancer`, `v1/PersistentVolumeClaim:volumeName`). When absent, the
+    /// plugin may produce and observe what it declares in its info, except cluster-scoped and
+    /// privileged kinds (RBAC, ServiceAccounts, Endpoints, Leases, NetworkPolicies, …) and
+    /// privileged content, which must be named here; and it never sees Secrets, which it reads
+    /// only when `v1/Secret` is named here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grants: Option<Vec<String>>,
+    /// What the pods the plugin produces may do. Default: Pod Security Standards level
+    /// `restricted`, no ServiceAccount but the namespace's default, no token mounted.
+    #[serde(default)]
+    pub pod_security: PodSecurity,
+    /// Limits of each call.
+    #[serde(default)]
+    pub limits: PluginLimits,
+    /// What a failure of this plugin does to a reconcile. Default Fail.
+    #[serde(default)]
+    pub failure_policy: FailurePolicy,
+    /// Fresh (default): a new sandbox per call. Reuse: keep instances warm, for heavy guests
+    /// (Python, JavaScript); an instance that trapped is dropped.
+    #[serde(default)]
+    pub instance_mode: InstanceMode,
+    /// The plugin's own configuration, passed to it as JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "free_form")]
+    pub config: Option<Value>,
+}
+
+/// A parent kind.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ParentKind {
+    /// e.g. `samples.windlass.dev/v1alpha1`.
+    pub api_version: String,
+    /// e.g. `SampleDB`.
+    pub kind: String,
+}
+
+impl ParentKind {
+    /// `group/version/Kind`, as plugins declare parent kinds.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.api_version, self.kind)
+    }
+}
+
+/// Where a component comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginSource {
+    /// A key of a ConfigMap's binaryData (or data, base64-free text is not a component).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<ConfigMapSource>,
+    /// An OCI artifact (WebAssembly artifact layout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oci: Option<OciSource>,
+    /// A file on the host's filesystem (development only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<FileSource>,
+    /// The component's expected digest (`sha256:<hex>` or `<hex>`); a mismatch is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+/// A ConfigMap key holding a component.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigMapSource {
+    /// The ConfigMap's namespace.
+    pub namespace: String,
+    /// The ConfigMap's name.
+    pub name: String,
+    /// The key in binaryData. Default `plugin.wasm`.
+    #[serde(default = "default_key")]
+    pub key: String,
+}
+
+fn default_key() -> String {
+    "plugin.wasm".into()
+}
+
+/// An OCI artifact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OciSource {
+    /// `registry/repository:tag` or `registry/repository@sha256:…`.
+    pub reference: String,
+    /// A Secret of type kubernetes.io/dockerconfigjson in the host's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_secret: Option<String>,
+}
+
+/// A file on the host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct FileSource {
+    /// Absolute path of the component.
+    pub path: String,
+}
+
+/// What the pods a plugin produces (Pods and the pod templates of workloads) may do.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSecurity {
+    /// The Pod Security Standards level every pod spec must meet. Default restricted.
+    #[serde(default)]
+    pub level: PodSecurityLevel,
+    /// ServiceAccounts the pods may run as (besides the namespace's `default`). The host's own
+    /// ServiceAccount is never allowed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub service_accounts: Vec<String>,
+    /// Let pods mount a ServiceAccount token; otherwise every pod spec must set
+    /// `automountServiceAccountToken: false`. Default false.
+    #[serde(default)]
+    pub automount_service_account_token: bool,
+}
+
+/// A Pod Security Standards level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum PodSecurityLevel {
+    /// Hardened: non-root, no privilege escalation, all capabilities dropped, a seccomp profile.
+    #[default]
+    Restricted,
+    /// Minimally restrictive: no known privilege escalations (no host namespaces, hostPath, …).
+    Baseline,
+    /// Unrestricted: the Windlass rules (ServiceAccounts, nodeName, tokens) still hold.
+    Privileged,
+}
+
+/// Limits of each call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginLimits {
+    /// Time limit of one call in milliseconds. Default 2000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Memory limit of one instance in MiB. Default 128.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mib: Option<u32>,
+    /// Instruction budget of one call, when the host runs with fuel enabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fuel: Option<u64>,
+}
+
+/// What a failure of the plugin does to a reconcile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub enum FailurePolicy {
+    /// Stop: apply nothing, prune nothing, report the error.
+    #[default]
+    Fail,
+    /// Skip the plugin and go on; nothing is pruned while it fails.
+    Ignore,
+}
+
+/// Fresh or reused instances.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub enum InstanceMode {
+    /// A new sandbox per call.
+    #[default]
+    Fresh,
+    /// Warm instances, dropped after a trap.
+    Reuse,
+}
+
+/// What the host reports about a WasmPlugin.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WasmPluginStatus {
+    /// Digest of the component that is serving.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// The plugin's name, from its info.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<String>,
+    /// The plugin's version, from its info.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The kinds the plugin declared it produces.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub child_kinds: Vec<String>,
+    /// The last error loading a new version (the serving version, if any, stays).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// The generation this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Ready: a version is loaded and serving.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+fn free_form(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+    })
+}
+
+impl PluginSource {
+    /// Checks that exactly one source is given.
+    ///
+    /// # Errors
+    /// A message naming the field.
+    pub fn validate(&self) -> Result<(), String> {
+        let n = [
+            self.config_map.is_some(),
+            self.oci.is_some(),
+            self.file.is_some(),
+        ]
+        .iter()
+        .filter(|b| **b)
+        .count();
+        match n {
+            1 => Ok(()),
+            0 => Err("spec.source: one of configMap, oci or file is required".into()),
+            _ => Err("spec.source: only one of configMap, oci or file may be given".into()),
+        }
+    }
+
+    /// A short description for messages (`configMap ns/name[key]`).
+    pub fn describe(&self) -> String {
+        if let Some(cm) = &self.config_map {
+            format!("configMap {}/{}[{}]", cm.namespace, cm.name, cm.key)
+        } else if let Some(oci) = &self.oci {
+            format!("oci {}", oci.reference)
+        } else if let Some(file) = &self.file {
+            format!("file {}", file.path)
+        } else {
+            "no source".into()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::CustomResourceExt;
+
+    #[test]
+    fn the_crd_is_cluster_scoped_with_printer_columns_and_a_free_form_config() {
+        let crd = WasmPlugin::crd();
+        assert_eq!(crd.spec.scope, "Cluster");
+        assert_eq!(crd.spec.names.short_names, Some(vec!["wp".to_string()]));
+        let version = &crd.spec.versions[0];
+        let columns: Vec<&str> = version
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(
+            columns,
+            [
+                "Parent", "Order", "Plugin", "Version", "Ready", "Reason", "Age"
+            ]
+        );
+        let schema = serde_json::to_value(&version.schema).unwrap();
+        let config = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["config"];
+        assert_eq!(config["x-kubernetes-preserve-unknown-fields"], true);
+    }
+
+    #[test]
+    fn exactly_one_source_is_required() {
+        let mut s = PluginSource::default();
+        assert!(s.validate().unwrap_err().contains("required"));
+        s.file = Some(FileSource {
+            path: "/p.wasm".into(),
+        });
+        assert!(s.validate().is_ok());
+        s.oci = Some(OciSource {
+            reference: "r/p:1".into(),
+            pull_secret: None,
+        });
+        assert!(s.validate().unwrap_err().contains("only one"));
+    }
+
+    #[test]
+    fn a_minimal_spec_gets_defaults() {
+        let spec: WasmPluginSpec = serde_json::from_value(serde_json::json!({
+            "parent": {"apiVersion": "samples.windlass.dev/v1alpha1", "kind": "SampleDB"},
+            "source": {"configMap": {"namespace": "windlass", "name": "storage"}},
+        }))
+        .unwrap();
+        assert_eq!(spec.order, 0);
+        assert_eq!(spec.failure_policy, FailurePolicy::Fail);
+        assert_eq!(spec.source.config_map.unwrap().key, "plugin.wasm");
+        assert_eq!(spec.parent.key(), "samples.windlass.dev/v1alpha1/SampleDB");
+    }
+}

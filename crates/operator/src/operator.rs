@@ -1,0 +1,124 @@
+//! The operator process: admin endpoints, leader election, and the controller while leading.
+
+use std::{
+    net::SocketAddr,
+    sync::{Arc, atomic::Ordering},
+};
+
+use kube::Client;
+use tokio::sync::watch;
+
+use windlass_contract::Engine;
+
+use crate::{
+    admin::{self, Health},
+    controller::{self, Settings, Shared, leader::Election},
+    metrics::Metrics,
+};
+
+/// How to run the operator.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where `/healthz`, `/readyz` and `/metrics` listen.
+    pub admin_addr: SocketAddr,
+    /// Leader election; none runs the controller at once (a single replica, `windlass dev`).
+    pub election: Option<Election>,
+    /// Controller settings.
+    pub settings: Settings,
+    /// This instance's name in events and the Lease.
+    pub identity: String,
+}
+
+/// A running operator's handles, for tests and `windlass dev`.
+#[derive(Debug, Clone)]
+pub struct Handle {
+    /// Readiness and metrics.
+    pub health: Arc<Health>,
+    /// The admin server's address.
+    pub admin_addr: SocketAddr,
+}
+
+/// Starts the operator, loading plugins with `engine`; it runs until `shutdown` turns true.
+///
+/// # Errors
+/// When the admin address cannot be bound, or leader election cannot start.
+pub async fn start(
+    client: Client,
+    config: Config,
+    engine: Arc<dyn Engine>,
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<(Handle, tokio::task::JoinHandle<()>)> {
+    let metrics = Arc::new(Metrics::default());
+    let health = Arc::new(Health {
+        started: Default::default(),
+        leading: Default::default(),
+        metrics: metrics.clone(),
+    });
+    let admin_addr =
+        admin::serve(config.admin_addr, health.clone(), stopped(shutdown.clone())).await?;
+    let shared = Shared::new(
+        client.clone(),
+        engine,
+        metrics.clone(),
+        config.settings.clone(),
+        &config.identity,
+    );
+    let leading = match &config.election {
+        Some(election) => Some(controller::leader::elect(client, election).await?),
+        None => None,
+    };
+    health.started.store(true, Ordering::Relaxed);
+    let task = {
+        let health = health.clone();
+        tokio::spawn(async move { lead(shared, health, leading, shutdown).await })
+    };
+    Ok((Handle { health, admin_addr }, task))
+}
+
+/// Runs the controller whenever this instance leads (always, without an election).
+async fn lead(
+    shared: Arc<Shared>,
+    health: Arc<Health>,
+    mut leading: Option<watch::Receiver<bool>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        if let Some(leading) = &mut leading {
+            tokio::select! {
+                r = leading.wait_for(|l| *l) => if r.is_err() { return },
+                _ = shutdown.wait_for(|s| *s) => return,
+            }
+            tracing::info!("leading: starting the controllers");
+        }
+        shared.metrics.leader.set(1);
+        health.leading.store(true, Ordering::Relaxed);
+        let lost = {
+            let mut leading = leading.clone();
+            let mut shutdown = shutdown.clone();
+            async move {
+                match &mut leading {
+                    Some(leading) => {
+                        tokio::select! {
+                            _ = leading.wait_for(|l| !*l) => {},
+                            _ = shutdown.wait_for(|s| *s) => {},
+                        }
+                    }
+                    None => {
+                        let _ = shutdown.wait_for(|s| *s).await;
+                    }
+                }
+            }
+        };
+        controller::run(shared.clone(), lost).await;
+        health.leading.store(false, Ordering::Relaxed);
+        shared.metrics.leader.set(0);
+        if *shutdown.borrow() {
+            return;
+        }
+        tracing::warn!("lost the lease: controllers stopped, standing by");
+    }
+}
+
+async fn stopped(mut shutdown: watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|s| *s).await;
+}

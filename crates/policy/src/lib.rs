@@ -1,0 +1,1348 @@
+//! What a plugin may return. Nothing a plugin produced is used before it passes these checks.
+//!
+//! # Guarantees
+//! Every desired object has a canonical `apiVersion` (`group/version`, or `version` for the core
+//! group: `/v1` and other spellings the API server would read differently are refused), a
+//! `kind` and a valid `metadata.name`; its kind was declared by the plugin in `info` *and*
+//! granted by the operator; its namespace is empty or the parent's; cluster-scoped kinds, kinds
+//! that confer privileges (RBAC, ServiceAccounts, tokens, webhooks, Endpoints, Leases,
+//! NetworkPolicies) and privileged content of ordinary kinds (service-account-token Secrets,
+//! externalIPs, NodePort and LoadBalancer Services, claims and claim templates naming a volume)
+//! are refused unless granted by name; every pod spec meets the granted Pod Security Standards
+//! level ([`pod_security`]); Secrets, claims and snapshots are named only within the parent's
+//! family ([`references`]); the count and total size of objects are capped; the status fragment is a
+//! JSON object; conditions and events are bounded in number, their reasons have the shape
+//! Kubernetes accepts and their messages are cut where the API would cut them.
+//!
+//! A [`Violation`] names the plugin, the object, the field and the [`Rule`].
+//!
+//! What this module cannot know — whether an object of that name already exists and belongs
+//! to someone else — is decided at apply time (`controller::apply::ownership`).
+
+mod object;
+pub mod pipeline;
+pub mod pod_security;
+pub mod references;
+
+use std::collections::{BTreeSet, HashSet};
+
+use serde_json::Value;
+
+pub use object::{ObjectKey, kind_of};
+pub use pod_security::{HostAccount, Level, PodGrants};
+pub use references::Family;
+
+/// Kinds that are never namespaced (`group/version/Kind`). Extended by discovery for CRDs.
+const CLUSTER_SCOPED: &[&str] = &[
+    "v1/Namespace",
+    "v1/Node",
+    "v1/PersistentVolume",
+    "rbac.authorization.k8s.io/v1/ClusterRole",
+    "rbac.authorization.k8s.io/v1/ClusterRoleBinding",
+    "apiextensions.k8s.io/v1/CustomResourceDefinition",
+    "apiregistration.k8s.io/v1/APIService",
+    "admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration",
+    "admissionregistration.k8s.io/v1/MutatingWebhookConfiguration",
+    "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy",
+    "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding",
+    "storage.k8s.io/v1/StorageClass",
+    "storage.k8s.io/v1/CSIDriver",
+    "storage.k8s.io/v1/CSINode",
+    "storage.k8s.io/v1/VolumeAttachment",
+    "scheduling.k8s.io/v1/PriorityClass",
+    "node.k8s.io/v1/RuntimeClass",
+    "networking.k8s.io/v1/IngressClass",
+    "certificates.k8s.io/v1/CertificateSigningRequest",
+    "snapshot.storage.k8s.io/v1/VolumeSnapshotClass",
+    "snapshot.storage.k8s.io/v1/VolumeSnapshotContent",
+    "windlass.dev/v1alpha1/WasmPlugin",
+];
+
+/// Kinds that grant privileges, credentials or traffic: refused unless granted by name, in any
+/// version of their group ([`is_privileged`]). Endpoints and EndpointSlices can steer a
+/// Service's traffic anywhere; a Lease can take over another controller's leadership; a
+/// NetworkPolicy can open or close the namespace's network; an Ingress or a Gateway route can
+/// claim any host name on a shared ingress; a ResourceQuota or LimitRange governs every other
+/// application's pods in the namespace.
+const PRIVILEGED: &[&str] = &[
+    "v1/ServiceAccount",
+    "v1/Endpoints",
+    "discovery.k8s.io/v1/EndpointSlice",
+    "coordination.k8s.io/v1/Lease",
+    "networking.k8s.io/v1/NetworkPolicy",
+    "networking.k8s.io/v1/Ingress",
+    "gateway.networking.k8s.io/v1/Gateway",
+    "gateway.networking.k8s.io/v1/HTTPRoute",
+    "gateway.networking.k8s.io/v1/GRPCRoute",
+    "gateway.networking.k8s.io/v1/TLSRoute",
+    "gateway.networking.k8s.io/v1/TCPRoute",
+    "v1/ResourceQuota",
+    "v1/LimitRange",
+    "rbac.authorization.k8s.io/v1/Role",
+    "rbac.authorization.k8s.io/v1/RoleBinding",
+    "rbac.authorization.k8s.io/v1/ClusterRole",
+    "rbac.authorization.k8s.io/v1/ClusterRoleBinding",
+    "authentication.k8s.io/v1/TokenRequest",
+    "certificates.k8s.io/v1/CertificateSigningRequest",
+    "admissionregistration.k8s.io/v1/ValidatingWebhookConfiguration",
+    "admissionregistration.k8s.io/v1/MutatingWebhookConfiguration",
+    "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy",
+    "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding",
+];
+
+/// Whether `kind` (`group/version/Kind`) is one of [`PRIVILEGED`] in any version: a kind
+/// served at `v1beta1` too is no less privileged there.
+pub fn is_privileged(kind: &str) -> bool {
+    // Borrowed parts, no allocation: this runs for every desired object of every reconcile.
+    fn group_kind(k: &str) -> (&str, &str) {
+        let mut parts = k.rsplitn(3, '/');
+        let name = parts.next().unwrap_or_default();
+        let _version = parts.next();
+        (parts.next().unwrap_or_default(), name)
+    }
+    let wanted = group_kind(kind);
+    PRIVILEGED.iter().any(|p| group_kind(p) == wanted)
+}
+
+/// Grants, by name, for privileged content of ordinary kinds.
+pub mod content {
+    /// A Secret of type `kubernetes.io/service-account-token`: the token controller mints a
+    /// token into it.
+    pub const TOKEN_SECRET: &str = "v1/Secret:service-account-token";
+    /// A Service with `spec.externalIPs`: traffic for any address can be captured.
+    pub const EXTERNAL_IPS: &str = "v1/Service:externalIPs";
+    /// A Service of type NodePort: a port on every node.
+    pub const NODE_PORT: &str = "v1/Service:NodePort";
+    /// A Service of type LoadBalancer: an address outside the cluster.
+    pub const LOAD_BALANCER: &str = "v1/Service:LoadBalancer";
+    /// A PersistentVolumeClaim (or a claim template) naming `spec.volumeName`: it could bind
+    /// someone else's volume.
+    pub const VOLUME_NAME: &str = "v1/PersistentVolumeClaim:volumeName";
+    /// A Service of type ExternalName: a name in the cluster's DNS for any outside host.
+    pub const EXTERNAL_NAME: &str = "v1/Service:ExternalName";
+}
+
+/// The kind whose objects a plugin reads only with a grant by name.
+pub const SECRET: &str = "v1/Secret";
+
+/// Most conditions one plugin may report in one call.
+pub const MAX_CONDITIONS: usize = 32;
+/// Most events one plugin may report in one call.
+pub const MAX_EVENTS: usize = 16;
+/// The API server's limit on a condition message (metav1.Condition), in bytes.
+pub const MAX_CONDITION_MESSAGE: usize = 32 * 1024;
+/// The API server's limit on an event note (events.k8s.io/v1), in bytes.
+pub const MAX_EVENT_NOTE: usize = 1024;
+
+/// Which rule refused a plugin's output: a stable word for conditions and the
+/// `windlass_policy_refusals_total{plugin,rule}` metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Rule {
+    /// Not a JSON object, or apiVersion, kind or metadata.name missing.
+    InvalidObject,
+    /// `apiVersion` is not `group/version` or `version`.
+    InvalidApiVersion,
+    /// `metadata.name` is not a valid name for the kind.
+    InvalidName,
+    /// The kind is not among the plugin's declared child kinds.
+    KindNotDeclared,
+    /// The kind is not among the kinds its WasmPlugin grants.
+    KindNotGranted,
+    /// A kind that confers privileges, not granted by name.
+    PrivilegedKind,
+    /// A cluster-scoped kind, not granted by name.
+    ClusterScoped,
+    /// Privileged content of an ordinary kind (token Secret, externalIPs, …), not granted.
+    PrivilegedContent,
+    /// A namespace other than the parent's.
+    Namespace,
+    /// The same object twice.
+    Duplicate,
+    /// Too many or too large objects, status, conditions or events.
+    OutputTooLarge,
+    /// The status fragment is not a JSON object.
+    InvalidStatus,
+    /// A condition's type or reason, or an event's reason, has the wrong shape.
+    InvalidReason,
+    /// A pod spec breaks the granted Pod Security Standards level or a Windlass pod rule.
+    PodSecurity,
+    /// An existing object that is not this parent's child (decided at apply time).
+    ObjectNotOwned,
+    /// A reference by name (a pod's Secret or claim, a snapshot's or claim's source) to an
+    /// object outside the parent's family ([`references`]).
+    ForeignReference,
+}
+
+impl Rule {
+    /// The rule's name, as in conditions and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rule::InvalidObject => "InvalidObject",
+            Rule::InvalidApiVersion => "InvalidApiVersion",
+            Rule::InvalidName => "InvalidName",
+            Rule::KindNotDeclared => "KindNotDeclared",
+            Rule::KindNotGranted => "KindNotGranted",
+            Rule::PrivilegedKind => "PrivilegedKind",
+            Rule::ClusterScoped => "ClusterScoped",
+            Rule::PrivilegedContent => "PrivilegedContent",
+            Rule::Namespace => "Namespace",
+            Rule::Duplicate => "Duplicate",
+            Rule::OutputTooLarge => "OutputTooLarge",
+            Rule::InvalidStatus => "InvalidStatus",
+            Rule::InvalidReason => "InvalidReason",
+            Rule::PodSecurity => "PodSecurity",
+            Rule::ObjectNotOwned => "ObjectNotOwned",
+            Rule::ForeignReference => "ForeignReference",
+        }
+    }
+}
+
+impl std::fmt::Display for Rule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the operator granted a plugin (from its WasmPlugin, or `--grant` in `windlass render`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Grants {
+    /// Whatever the plugin declared in `info`, except cluster-scoped and privileged kinds,
+    /// privileged content, and reading Secrets.
+    #[default]
+    Declared,
+    /// Exactly these kinds (`group/version/Kind`, `v1/Kind` for core) and content grants
+    /// ([`content`]). Naming a cluster-scoped or privileged kind here is how it is allowed;
+    /// naming `v1/Secret` lets the plugin read Secrets.
+    Kinds(BTreeSet<String>),
+}
+
+impl Grants {
+    /// Whether `name` (a kind or a content grant) is granted by name.
+    pub fn names(&self, name: &str) -> bool {
+        matches!(self, Grants::Kinds(kinds) if kinds.contains(name))
+    }
+
+    /// Whether the plugin may see Secrets: observed ones, and those earlier plugins produced.
+    pub fn reads_secrets(&self) -> bool {
+        self.names(SECRET)
+    }
+
+    /// Checks the kinds a plugin declared it reads (`info.reads-kinds`) against these grants,
+    /// at load: reads are granted like child kinds, and Secrets only by name. (Child kinds are
+    /// checked object by object in what the plugin returns.)
+    ///
+    /// # Errors
+    /// A message naming the first kind that may not be read.
+    pub fn check_reads(&self, policy: &Policy, reads_kinds: &[String]) -> Result<(), String> {
+        for kind in reads_kinds {
+            let granted = match self {
+                Grants::Kinds(names) => names.contains(kind),
+                Grants::Declared => {
+                    !(is_privileged(kind) || policy.is_cluster_scoped(kind) || kind == SECRET)
+                }
+            };
+            if !granted {
+                return Err(format!(
+                    "reads kind {kind}, which is not granted to this plugin (grant it by name in the WasmPlugin's spec.grants)"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Caps and scope knowledge shared by every plugin of a host.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// Most desired objects after one plugin. Default 1,000.
+    pub max_objects: usize,
+    /// Most bytes of JSON across all desired objects after one plugin. Default 8 MiB.
+    pub max_total_bytes: usize,
+    /// Most bytes of JSON in one status fragment. Default 64 KiB.
+    pub max_status_bytes: usize,
+    /// The host's own ServiceAccount, never given to a plugin's pods.
+    pub host_account: Option<HostAccount>,
+    cluster_scoped: HashSet<String>,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            max_objects: 1_000,
+            max_total_bytes: 8 << 20,
+            max_status_bytes: 64 << 10,
+            host_account: None,
+            cluster_scoped: CLUSTER_SCOPED.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+}
+
+/// A plugin's output that broke the policy.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("plugin {plugin}: invalid output ({rule}): {object}: {}{why}", field_prefix(.field))]
+pub struct Violation {
+    /// The plugin that produced it.
+    pub plugin: String,
+    /// The object (`desired[i] Kind ns/name`, `status`, `condition X`).
+    pub object: String,
+    /// The offending field inside the object (`spec.template.spec.hostNetwork`), or empty
+    /// when the object as a whole is refused.
+    pub field: String,
+    /// The rule that refused it.
+    pub rule: Rule,
+    /// What is wrong.
+    pub why: String,
+}
+
+fn field_prefix(field: &str) -> String {
+    if field.is_empty() {
+        String::new()
+    } else {
+        format!("{field}: ")
+    }
+}
+
+/// Who produced an output and what it was allowed.
+#[derive(Debug, Clone, Copy)]
+pub struct Subject<'a> {
+    /// The plugin's name.
+    pub plugin: &'a str,
+    /// The kinds it declared in `info` (`child-kinds`).
+    pub declared: &'a [String],
+    /// What the operator granted it.
+    pub grants: &'a Grants,
+    /// What its pods may do.
+    pub pods: &'a PodGrants,
+    /// The parent's namespace; none for a cluster-scoped parent.
+    pub namespace: Option<&'a str>,
+    /// The objects earlier plugins produced (as this plugin received them). One passed on
+    /// unchanged was checked against its producer's kinds and grants, not this plugin's: a
+    /// backup plugin may hand on the storage plugin's Services without declaring Services.
+    pub inherited: &'a [Value],
+    /// What references by name may point at besides the desired set: the parent's observed
+    /// children and the names written in its spec and the plugin's config.
+    pub family: &'a Family,
+}
+
+/// A desired object that passed the checks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checked {
+    /// `group/version/Kind`.
+    pub kind: String,
+    /// The object's namespace (the parent's when it named none and is namespaced).
+    pub namespace: Option<String>,
+    /// `metadata.name`.
+    pub name: String,
+    /// The object, with its namespace filled in.
+    pub object: Value,
+}
+
+impl Checked {
+    /// Which object this is.
+    pub fn key(&self) -> ObjectKey {
+        ObjectKey::new(&self.kind, self.namespace.as_deref(), &self.name)
+    }
+}
+
+/// Why one object was refused: (object description suffix, field, rule, why).
+type Refusal = (String, String, Rule, String);
+
+impl Policy {
+    /// Tells the policy that a kind (a CRD found by discovery) is cluster-scoped.
+    pub fn add_cluster_scoped(&mut self, kind: impl Into<String>) {
+        self.cluster_scoped.insert(kind.into());
+    }
+
+    /// Whether objects of `kind` live outside namespaces.
+    pub fn is_cluster_scoped(&self, kind: &str) -> bool {
+        self.cluster_scoped.contains(kind)
+    }
+
+    /// Parses and checks the desired set a plugin returned.
+    ///
+    /// # Errors
+    /// The first [`Violation`] found, naming the object.
+    pub fn check_desired(
+        &self,
+        who: Subject<'_>,
+        desired: &[String],
+    ) -> Result<Vec<Checked>, Violation> {
+        let fail = |object: String, rule: Rule, why: String| Violation {
+            plugin: who.plugin.to_string(),
+            object,
+            field: String::new(),
+            rule,
+            why,
+        };
+        if desired.len() > self.max_objects {
+            return Err(fail(
+                "desired".into(),
+                Rule::OutputTooLarge,
+                format!(
+                    "{} objects is more than the limit of {}",
+                    desired.len(),
+                    self.max_objects
+                ),
+            ));
+        }
+        let total: usize = desired.iter().map(String::len).sum();
+        if total > self.max_total_bytes {
+            return Err(fail(
+                "desired".into(),
+                Rule::OutputTooLarge,
+                format!(
+                    "{total} bytes is more than the limit of {}",
+                    self.max_total_bytes
+                ),
+            ));
+        }
+        let mut seen = HashSet::new();
+        let mut out = Vec::with_capacity(desired.len());
+        let mut own = Vec::with_capacity(desired.len());
+        for (i, text) in desired.iter().enumerate() {
+            let (checked, inherited) =
+                self.check_object(who, text)
+                    .map_err(|(what, field, rule, why)| Violation {
+                        plugin: who.plugin.to_string(),
+                        object: format!("desired[{i}]{what}"),
+                        field,
+                        rule,
+                        why,
+                    })?;
+            if !seen.insert(checked.key()) {
+                return Err(fail(
+                    format!("desired[{i}] {}", describe(&checked)),
+                    Rule::Duplicate,
+                    "appears more than once in the desired set".into(),
+                ));
+            }
+            out.push(checked);
+            own.push(!inherited);
+        }
+        let mut desired_family = Family::default();
+        for c in &out {
+            desired_family.add(&c.kind, &c.object);
+        }
+        let volume_name = who.grants.names(content::VOLUME_NAME);
+        for (i, c) in out.iter().enumerate().filter(|(i, _)| own[*i]) {
+            let families = [who.family, &desired_family];
+            // The same object as an earlier plugin produced it, if this plugin edited one.
+            let earlier = who.inherited.iter().find(|e| {
+                kind_of(e) == c.kind
+                    && e.pointer("/metadata/name").and_then(Value::as_str) == Some(&c.name)
+            });
+            if let Err(r) = references::check(&c.kind, &c.object, families, earlier, volume_name) {
+                let rule = if r.volume_name {
+                    Rule::PrivilegedContent
+                } else {
+                    Rule::ForeignReference
+                };
+                return Err(Violation {
+                    plugin: who.plugin.to_string(),
+                    object: format!("desired[{i}] {} {}", c.kind, c.name),
+                    field: r.field,
+                    rule,
+                    why: r.why,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Checks one object; the error carries a description of the object (when known), the
+    /// field, the rule and why.
+    /// Also says whether the object was passed on unchanged from an earlier plugin.
+    fn check_object(&self, who: Subject<'_>, text: &str) -> Result<(Checked, bool), Refusal> {
+        let whole = |what: String, rule: Rule, why: String| (what, String::new(), rule, why);
+        let mut object: Value = serde_json::from_str(text).map_err(|e| {
+            whole(
+                String::new(),
+                Rule::InvalidObject,
+                format!("not valid JSON: {e}"),
+            )
+        })?;
+        let Some(map) = object.as_object() else {
+            return Err(whole(
+                String::new(),
+                Rule::InvalidObject,
+                "not a JSON object".into(),
+            ));
+        };
+        let field = |name: &str| {
+            map.get(name)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+        };
+        let api_version = field("apiVersion").ok_or_else(|| {
+            whole(
+                String::new(),
+                Rule::InvalidObject,
+                "apiVersion is missing".into(),
+            )
+        })?;
+        let kind_name = field("kind")
+            .ok_or_else(|| whole(String::new(), Rule::InvalidObject, "kind is missing".into()))?;
+        let kind = format!("{api_version}/{kind_name}");
+        if let Err(why) = check_api_version(api_version) {
+            return Err((
+                format!(" {kind}"),
+                "apiVersion".into(),
+                Rule::InvalidApiVersion,
+                why,
+            ));
+        }
+        if !is_kind_name(kind_name) {
+            return Err((
+                format!(" {kind}"),
+                "kind".into(),
+                Rule::InvalidObject,
+                format!(
+                    "{kind_name:?} is not a Kind: an UpperCamelCase name of letters and digits"
+                ),
+            ));
+        }
+        let metadata = map.get("metadata").and_then(Value::as_object);
+        let name = metadata
+            .and_then(|m| m.get("name"))
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                whole(
+                    format!(" {kind}"),
+                    Rule::InvalidObject,
+                    "metadata.name is missing".into(),
+                )
+            })?
+            .to_string();
+        let what = format!(" {kind} {name}");
+        if let Err(why) = check_name(kind_name, &name) {
+            return Err((
+                what,
+                "metadata.name".into(),
+                Rule::InvalidName,
+                format!("metadata.name: {why}"),
+            ));
+        }
+        let namespace = metadata
+            .and_then(|m| m.get("namespace"))
+            .and_then(Value::as_str);
+
+        let inherited = who.inherited.contains(&object);
+        let declared = inherited || who.declared.iter().any(|k| *k == kind);
+        if !declared {
+            return Err(whole(
+                what,
+                Rule::KindNotDeclared,
+                format!("kind {kind} is not among the child kinds the plugin declared in info"),
+            ));
+        }
+        let named_grant = inherited || who.grants.names(&kind);
+        let cluster_scoped = self.is_cluster_scoped(&kind);
+        if is_privileged(&kind) && !named_grant {
+            return Err(whole(
+                what,
+                Rule::PrivilegedKind,
+                format!("kind {kind} confers privileges and is not granted by name"),
+            ));
+        }
+        if cluster_scoped && !named_grant {
+            return Err(whole(
+                what,
+                Rule::ClusterScoped,
+                format!("kind {kind} is cluster-scoped and is not granted by name"),
+            ));
+        }
+        if cluster_scoped && who.namespace.is_some() {
+            return Err(whole(
+                what,
+                Rule::ClusterScoped,
+                format!(
+                    "kind {kind} is cluster-scoped and the parent is namespaced: a namespaced owner cannot own it (the garbage collector ignores such owner references), so the host could never clean it up"
+                ),
+            ));
+        }
+        if let Grants::Kinds(kinds) = who.grants
+            && !inherited
+            && !kinds.contains(&kind)
+        {
+            return Err(whole(
+                what,
+                Rule::KindNotGranted,
+                format!("kind {kind} is not granted to this plugin"),
+            ));
+        }
+        let namespace = if cluster_scoped {
+            if let Some(ns) = namespace {
+                return Err((
+                    what,
+                    "metadata.namespace".into(),
+                    Rule::Namespace,
+                    format!("is cluster-scoped but names namespace {ns}"),
+                ));
+            }
+            None
+        } else {
+            match (namespace, who.namespace) {
+                (Some(ns), Some(parent)) if ns != parent => {
+                    return Err((
+                        what,
+                        "metadata.namespace".into(),
+                        Rule::Namespace,
+                        format!("namespace {ns} is not the parent's namespace {parent}"),
+                    ));
+                }
+                (Some(ns), None) => {
+                    return Err((
+                        what,
+                        "metadata.namespace".into(),
+                        Rule::Namespace,
+                        format!("namespace {ns}: the parent is cluster-scoped"),
+                    ));
+                }
+                (_, Some(parent)) => Some(parent.to_string()),
+                (None, None) => {
+                    return Err(whole(
+                        what,
+                        Rule::Namespace,
+                        "is namespaced but the parent is cluster-scoped".into(),
+                    ));
+                }
+            }
+        };
+        if !inherited {
+            if let Err((field, why)) = privileged_content(&kind, &object, who.grants) {
+                return Err((what, field, Rule::PrivilegedContent, why));
+            }
+            let ns = namespace.as_deref().unwrap_or_default();
+            if let Err(v) =
+                pod_security::check_object(&kind, ns, &object, who.pods, self.host_account.as_ref())
+            {
+                return Err((
+                    what,
+                    v.field,
+                    Rule::PodSecurity,
+                    format!("{} ({})", v.why, v.rule),
+                ));
+            }
+        }
+        if let (Some(ns), Some(meta)) = (
+            &namespace,
+            object.get_mut("metadata").and_then(Value::as_object_mut),
+        ) {
+            meta.insert("namespace".into(), Value::String(ns.clone()));
+        }
+        Ok((
+            Checked {
+                kind,
+                namespace,
+                name,
+                object,
+            },
+            inherited,
+        ))
+    }
+
+    /// Parses and checks a status fragment.
+    ///
+    /// # Errors
+    /// A [`Violation`] when it is not a JSON object or is too large.
+    pub fn check_status(
+        &self,
+        plugin: &str,
+        status: &str,
+    ) -> Result<serde_json::Map<String, Value>, Violation> {
+        let fail = |rule: Rule, why: String| Violation {
+            plugin: plugin.to_string(),
+            object: "status".into(),
+            field: String::new(),
+            rule,
+            why,
+        };
+        if status.len() > self.max_status_bytes {
+            return Err(fail(
+                Rule::OutputTooLarge,
+                format!(
+                    "{} bytes is more than the limit of {}",
+                    status.len(),
+                    self.max_status_bytes
+                ),
+            ));
+        }
+        match serde_json::from_str(status) {
+            Ok(Value::Object(map)) => Ok(map),
+            Ok(_) => Err(fail(Rule::InvalidStatus, "must be a JSON object".into())),
+            Err(e) => Err(fail(Rule::InvalidStatus, format!("not valid JSON: {e}"))),
+        }
+    }
+
+    /// Checks how many conditions and events one call reported.
+    ///
+    /// # Errors
+    /// A [`Violation`] ([`Rule::OutputTooLarge`]) naming the list.
+    pub fn check_counts(
+        &self,
+        plugin: &str,
+        conditions: usize,
+        events: usize,
+    ) -> Result<(), Violation> {
+        for (what, n, max) in [
+            ("conditions", conditions, MAX_CONDITIONS),
+            ("events", events, MAX_EVENTS),
+        ] {
+            if n > max {
+                return Err(Violation {
+                    plugin: plugin.to_string(),
+                    object: what.into(),
+                    field: String::new(),
+                    rule: Rule::OutputTooLarge,
+                    why: format!("{n} {what} in one call is more than the limit of {max}"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks a condition's type and reason, and an event's reason, as the API server would.
+    ///
+    /// # Errors
+    /// A [`Violation`] naming the condition or event.
+    pub fn check_reason(
+        &self,
+        plugin: &str,
+        what: &str,
+        kind: Option<&str>,
+        reason: &str,
+    ) -> Result<(), Violation> {
+        let fail = |field: &str, why: String| Violation {
+            plugin: plugin.to_string(),
+            object: what.to_string(),
+            field: field.to_string(),
+            rule: Rule::InvalidReason,
+            why,
+        };
+        if let Some(kind) = kind
+            && !is_condition_type(kind)
+        {
+            return Err(fail(
+                "type",
+                format!("type {kind:?} must be an UpperCamelCase name of at most 316 characters"),
+            ));
+        }
+        if !is_reason(reason) {
+            return Err(fail(
+                "reason",
+                format!(
+                    "reason {reason:?} must start with a letter and hold only letters, digits, '_', ',' and ':' (at most 1024)"
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Cuts `message` to at most `max` bytes on a character boundary, saying so at its end, as the
+/// API server would refuse it whole.
+pub fn cut_message(message: &str, max: usize) -> String {
+    if message.len() <= max {
+        return message.to_string();
+    }
+    const MARK: &str = " … [cut by the host]";
+    let mut end = max.saturating_sub(MARK.len());
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{MARK}", &message[..end])
+}
+
+/// Refuses content of ordinary kinds that confers privileges unless its grant is named
+/// ([`content`]): (field, why).
+fn privileged_content(kind: &str, object: &Value, grants: &Grants) -> Result<(), (String, String)> {
+    let need = |grant: &str, field: &str, what: String| {
+        if grants.names(grant) {
+            Ok(())
+        } else {
+            Err((
+                field.to_string(),
+                format!("{what}; this needs the grant {grant} by name"),
+            ))
+        }
+    };
+    match kind {
+        "v1/Secret" => {
+            if object.get("type").and_then(Value::as_str)
+                == Some("kubernetes.io/service-account-token")
+            {
+                need(
+                    content::TOKEN_SECRET,
+                    "type",
+                    "a Secret of type kubernetes.io/service-account-token gets a ServiceAccount's token minted into it".into(),
+                )?;
+            }
+        }
+        "v1/Service" => {
+            if object
+                .pointer("/spec/externalIPs")
+                .and_then(Value::as_array)
+                .is_some_and(|ips| !ips.is_empty())
+            {
+                need(
+                    content::EXTERNAL_IPS,
+                    "spec.externalIPs",
+                    "externalIPs capture traffic for addresses outside the Service".into(),
+                )?;
+            }
+            match object.pointer("/spec/type").and_then(Value::as_str) {
+                Some("NodePort") => need(
+                    content::NODE_PORT,
+                    "spec.type",
+                    "type NodePort opens a port on every node".into(),
+                )?,
+                Some("LoadBalancer") => need(
+                    content::LOAD_BALANCER,
+                    "spec.type",
+                    "type LoadBalancer exposes the Service outside the cluster".into(),
+                )?,
+                Some("ExternalName") => need(
+                    content::EXTERNAL_NAME,
+                    "spec.type",
+                    "type ExternalName points a cluster DNS name at any outside host".into(),
+                )?,
+                _ => {}
+            }
+        }
+        "v1/PersistentVolumeClaim" => {
+            if object
+                .pointer("/spec/volumeName")
+                .and_then(Value::as_str)
+                .is_some_and(|v| !v.is_empty())
+            {
+                need(
+                    content::VOLUME_NAME,
+                    "spec.volumeName",
+                    "a claim that names a volume can bind a volume holding someone else's data"
+                        .into(),
+                )?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// `apiVersion` as the API server reads it: `version` for the core group, or `group/version`
+/// with a DNS-subdomain group; nothing else (`/v1`, `core/v1`, `apps/v1/`, spaces, capitals).
+pub fn check_api_version(api_version: &str) -> Result<(), String> {
+    let bad = |why: &str| Err(format!("{api_version:?} {why}"));
+    let (group, version) = match api_version.split_once('/') {
+        None => ("", api_version),
+        Some((group, version)) => {
+            if group.is_empty() {
+                return bad("has an empty group: the core group is written `v1`, without a slash");
+            }
+            if group == "core" {
+                return bad("names the core group: it is written `v1`, without a group");
+            }
+            (group, version)
+        }
+    };
+    if !group.is_empty() && !group.split('.').all(is_label) {
+        return bad("has a group that is not a DNS subdomain");
+    }
+    if !is_version(version) {
+        return bad("has a version that is not of the form v1, v1beta1 or v2alpha3");
+    }
+    Ok(())
+}
+
+/// A Kubernetes API version: `v<N>`, optionally followed by `alpha<N>` or `beta<N>`.
+fn is_version(v: &str) -> bool {
+    let Some(rest) = v.strip_prefix('v') else {
+        return false;
+    };
+    let digits = rest.chars().take_while(char::is_ascii_digit).count();
+    if digits == 0 || rest.starts_with('0') {
+        return false;
+    }
+    let rest = &rest[digits..];
+    if rest.is_empty() {
+        return true;
+    }
+    let Some(n) = rest
+        .strip_prefix("alpha")
+        .or_else(|| rest.strip_prefix("beta"))
+    else {
+        return false;
+    };
+    !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()) && !n.starts_with('0')
+}
+
+/// A Kind: starts with an uppercase letter, letters and digits only.
+fn is_kind_name(k: &str) -> bool {
+    k.starts_with(|c: char| c.is_ascii_uppercase()) && k.chars().all(|c| c.is_ascii_alphanumeric())
+}
+
+/// `Kind ns/name` for messages.
+pub fn describe(c: &Checked) -> String {
+    match &c.namespace {
+        Some(ns) => format!("{} {ns}/{}", c.kind, c.name),
+        None => format!("{} {}", c.kind, c.name),
+    }
+}
+
+/// Object names: a DNS-1123 subdomain, and a DNS-1035 label for Services (their names become
+/// DNS labels).
+fn check_name(kind: &str, name: &str) -> Result<(), String> {
+    if kind == "Service" {
+        if name.len() > 63 {
+            return Err(format!("{name:?} is longer than 63 characters"));
+        }
+        if !name.starts_with(|c: char| c.is_ascii_lowercase()) || !is_label(name) {
+            return Err(format!(
+                "{name:?} must be a DNS-1035 label: lowercase letters, digits and '-', starting with a letter"
+            ));
+        }
+        return Ok(());
+    }
+    if name.is_empty() || name.len() > 253 {
+        return Err(format!("{name:?} must be 1 to 253 characters"));
+    }
+    if !name.split('.').all(is_label) {
+        return Err(format!(
+            "{name:?} must be a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"
+        ));
+    }
+    Ok(())
+}
+
+/// A DNS-1123 label: 1–63 of `[a-z0-9-]`, starting and ending alphanumeric.
+pub fn is_label(s: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars().all(|c| alnum(c) || c == '-')
+        && s.starts_with(alnum)
+        && s.ends_with(alnum)
+}
+
+fn is_condition_type(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 316
+        && s.starts_with(|c: char| c.is_ascii_alphabetic())
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+}
+
+fn is_reason(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 1024
+        && s.starts_with(|c: char| c.is_ascii_alphabetic())
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_,:".contains(c))
+        && !s.ends_with([',', ':'])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn declared() -> Vec<String> {
+        [
+            "apps/v1/StatefulSet",
+            "v1/Service",
+            "rbac.authorization.k8s.io/v1/ClusterRoleBinding",
+            "v1/Namespace",
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+
+    fn check(grants: &Grants, objects: &[Value]) -> Result<Vec<Checked>, Violation> {
+        let declared = declared();
+        let who = Subject {
+            plugin: "storage",
+            declared: &declared,
+            grants,
+            pods: &PodGrants::default(),
+            namespace: Some("db"),
+            inherited: &[],
+            family: &Family::default(),
+        };
+        let texts: Vec<String> = objects.iter().map(Value::to_string).collect();
+        Policy::default().check_desired(who, &texts)
+    }
+
+    fn sts(name: &str) -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name}})
+    }
+
+    #[test]
+    fn a_declared_namespaced_object_gets_the_parents_namespace() {
+        let out = check(&Grants::Declared, &[sts("db")]).unwrap();
+        assert_eq!(out[0].namespace.as_deref(), Some("db"));
+        assert_eq!(out[0].object["metadata"]["namespace"], "db");
+        assert_eq!(describe(&out[0]), "apps/v1/StatefulSet db/db");
+    }
+
+    #[test]
+    fn an_object_in_another_namespace_is_refused_with_its_name() {
+        let mut obj = sts("db");
+        obj["metadata"]["namespace"] = json!("kube-system");
+        let err = check(&Grants::Declared, &[obj]).unwrap_err();
+        assert_eq!(err.object, "desired[0] apps/v1/StatefulSet db");
+        assert_eq!(
+            err.why,
+            "namespace kube-system is not the parent's namespace db"
+        );
+    }
+
+    #[test]
+    fn undeclared_kinds_are_refused_even_when_granted() {
+        let obj = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}});
+        let grants = Grants::Kinds(["v1/Pod".to_string()].into());
+        let err = check(&grants, &[obj]).unwrap_err();
+        assert!(
+            err.why
+                .contains("not among the child kinds the plugin declared"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn rbac_and_cluster_scoped_kinds_need_a_grant_by_name() {
+        let crb = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "admin"}});
+        let err = check(&Grants::Declared, std::slice::from_ref(&crb)).unwrap_err();
+        assert_eq!(
+            err.why,
+            "kind rbac.authorization.k8s.io/v1/ClusterRoleBinding confers privileges and is not granted by name"
+        );
+        let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}});
+        let err = check(&Grants::Declared, &[ns.clone()]).unwrap_err();
+        assert!(
+            err.why
+                .contains("cluster-scoped and is not granted by name"),
+            "{err}"
+        );
+        let grants = Grants::Kinds(["v1/Namespace".to_string()].into());
+        // Granted, but the parent is namespaced: it could never own it.
+        let err = check(&grants, std::slice::from_ref(&ns)).unwrap_err();
+        assert_eq!(err.rule, Rule::ClusterScoped);
+        assert!(err.why.contains("the parent is namespaced"), "{err}");
+        // A cluster-scoped parent may have it, when granted.
+        let declared = declared();
+        let who = Subject {
+            plugin: "storage",
+            declared: &declared,
+            grants: &grants,
+            pods: &PodGrants::default(),
+            namespace: None,
+            inherited: &[],
+            family: &Family::default(),
+        };
+        let out = Policy::default()
+            .check_desired(who, &[ns.to_string()])
+            .unwrap();
+        assert_eq!(out[0].namespace, None);
+    }
+
+    #[test]
+    fn explicit_grants_narrow_what_was_declared() {
+        let grants = Grants::Kinds(["v1/Service".to_string()].into());
+        let err = check(&grants, &[sts("db")]).unwrap_err();
+        assert_eq!(
+            err.why,
+            "kind apps/v1/StatefulSet is not granted to this plugin"
+        );
+    }
+
+    #[test]
+    fn names_must_be_dns_names() {
+        let err = check(&Grants::Declared, &[sts("Bad_Name")]).unwrap_err();
+        assert!(
+            err.why
+                .starts_with("metadata.name: \"Bad_Name\" must be a DNS-1123 subdomain"),
+            "{err}"
+        );
+        let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "1db"}});
+        let err = check(&Grants::Declared, &[svc]).unwrap_err();
+        assert!(err.why.contains("DNS-1035 label"), "{err}");
+        let err = check(
+            &Grants::Declared,
+            &[json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {}})],
+        )
+        .unwrap_err();
+        assert_eq!(
+            (err.object.as_str(), err.why.as_str()),
+            ("desired[0] apps/v1/StatefulSet", "metadata.name is missing")
+        );
+    }
+
+    #[test]
+    fn invalid_json_and_missing_type_fields_are_refused() {
+        let declared = declared();
+        let who = Subject {
+            plugin: "p",
+            declared: &declared,
+            grants: &Grants::Declared,
+            pods: &PodGrants::default(),
+            namespace: Some("db"),
+            inherited: &[],
+            family: &Family::default(),
+        };
+        let err = Policy::default()
+            .check_desired(who, &["{not json".to_string()])
+            .unwrap_err();
+        assert!(err.why.starts_with("not valid JSON"), "{err}");
+        assert_eq!(err.to_string().split(':').next(), Some("plugin p"));
+        let err = check(&Grants::Declared, &[json!({"kind": "StatefulSet"})]).unwrap_err();
+        assert_eq!(err.why, "apiVersion is missing");
+        let err = check(&Grants::Declared, &[json!([1, 2])]).unwrap_err();
+        assert_eq!(err.why, "not a JSON object");
+    }
+
+    #[test]
+    fn duplicates_and_oversized_sets_are_refused() {
+        let err = check(&Grants::Declared, &[sts("a"), sts("a")]).unwrap_err();
+        assert_eq!(err.why, "appears more than once in the desired set");
+        let many: Vec<Value> = (0..1_001).map(|i| sts(&format!("s{i}"))).collect();
+        let err = check(&Grants::Declared, &many).unwrap_err();
+        assert_eq!(err.why, "1001 objects is more than the limit of 1000");
+    }
+
+    #[test]
+    fn status_must_be_a_small_json_object() {
+        let p = Policy::default();
+        assert_eq!(
+            p.check_status("p", r#"{"phase":"Ready"}"#).unwrap()["phase"],
+            "Ready"
+        );
+        assert_eq!(
+            p.check_status("p", "[1]").unwrap_err().why,
+            "must be a JSON object"
+        );
+        let big = format!(r#"{{"x":"{}"}}"#, "a".repeat(70_000));
+        assert!(
+            p.check_status("p", &big)
+                .unwrap_err()
+                .why
+                .contains("more than the limit")
+        );
+    }
+
+    #[test]
+    fn condition_types_and_reasons_follow_kubernetes_rules() {
+        let p = Policy::default();
+        assert!(
+            p.check_reason("p", "condition", Some("StorageReady"), "WaitingForPods")
+                .is_ok()
+        );
+        assert!(
+            p.check_reason("p", "condition", Some("storage ready"), "X")
+                .is_err()
+        );
+        let err = p.check_reason("p", "event", None, "not ok!").unwrap_err();
+        assert_eq!(err.object, "event");
+    }
+
+    #[test]
+    fn objects_passed_on_unchanged_need_no_declaration_but_edited_ones_do() {
+        let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "db"}});
+        let inherited = [service.clone()];
+        let declared = vec!["batch/v1/CronJob".to_string()];
+        let who = Subject {
+            plugin: "backup",
+            declared: &declared,
+            grants: &Grants::Declared,
+            pods: &PodGrants::default(),
+            namespace: Some("db"),
+            inherited: &inherited,
+            family: &Family::default(),
+        };
+        assert!(
+            Policy::default()
+                .check_desired(who, &[service.to_string()])
+                .is_ok()
+        );
+        let mut edited = service;
+        edited["spec"] = json!({"type": "NodePort"});
+        let err = Policy::default()
+            .check_desired(who, &[edited.to_string()])
+            .unwrap_err();
+        assert!(err.why.contains("not among the child kinds"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod containment_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn check_as(
+        grants: &Grants,
+        declared: &[&str],
+        object: Value,
+    ) -> Result<Vec<Checked>, Violation> {
+        let declared: Vec<String> = declared.iter().map(|s| s.to_string()).collect();
+        let who = Subject {
+            plugin: "p",
+            declared: &declared,
+            grants,
+            pods: &PodGrants::default(),
+            namespace: Some("db"),
+            inherited: &[],
+            family: &Family::default(),
+        };
+        Policy::default().check_desired(who, &[object.to_string()])
+    }
+
+    #[test]
+    fn a_non_canonical_api_version_is_refused_even_when_declared() {
+        for api_version in [
+            "/v1", "core/v1", "apps/v1/", "V1", "apps/V1", "v1 ", "apps//v1", "v01",
+        ] {
+            let obj = json!({"apiVersion": api_version, "kind": "ServiceAccount", "metadata": {"name": "x"}});
+            let declared = format!("{api_version}/ServiceAccount");
+            let err = check_as(&Grants::Declared, &[declared.as_str()], obj).unwrap_err();
+            assert_eq!(err.rule, Rule::InvalidApiVersion, "{api_version}: {err}");
+            assert_eq!(err.field, "apiVersion");
+        }
+        for good in [
+            "v1",
+            "apps/v1",
+            "batch/v1",
+            "snapshot.storage.k8s.io/v1",
+            "example.com/v2beta3",
+        ] {
+            assert!(check_api_version(good).is_ok(), "{good}");
+        }
+    }
+
+    #[test]
+    fn endpoints_leases_network_policies_ingresses_and_quotas_need_a_grant_by_name_in_any_version()
+    {
+        for (api_version, kind) in [
+            ("v1", "Endpoints"),
+            ("discovery.k8s.io/v1", "EndpointSlice"),
+            ("coordination.k8s.io/v1", "Lease"),
+            ("networking.k8s.io/v1", "NetworkPolicy"),
+            ("networking.k8s.io/v1", "Ingress"),
+            ("gateway.networking.k8s.io/v1", "HTTPRoute"),
+            ("gateway.networking.k8s.io/v1beta1", "HTTPRoute"),
+            ("v1", "ResourceQuota"),
+            ("v1", "LimitRange"),
+            ("rbac.authorization.k8s.io/v1beta1", "Role"),
+        ] {
+            let key = format!("{api_version}/{kind}");
+            let obj = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}});
+            let err = check_as(&Grants::Declared, &[key.as_str()], obj.clone()).unwrap_err();
+            assert_eq!(err.rule, Rule::PrivilegedKind, "{err}");
+            let grants = Grants::Kinds([key.clone()].into());
+            assert!(check_as(&grants, &[key.as_str()], obj).is_ok());
+        }
+    }
+
+    #[test]
+    fn privileged_content_of_ordinary_kinds_needs_its_own_grant() {
+        let cases = [
+            (
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "t"}, "type": "kubernetes.io/service-account-token"}),
+                "type",
+                content::TOKEN_SECRET,
+            ),
+            (
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"externalIPs": ["1.2.3.4"]}}),
+                "spec.externalIPs",
+                content::EXTERNAL_IPS,
+            ),
+            (
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"type": "NodePort"}}),
+                "spec.type",
+                content::NODE_PORT,
+            ),
+            (
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"type": "LoadBalancer"}}),
+                "spec.type",
+                content::LOAD_BALANCER,
+            ),
+            (
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"type": "ExternalName", "externalName": "example.com"}}),
+                "spec.type",
+                content::EXTERNAL_NAME,
+            ),
+            (
+                json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "c"}, "spec": {"volumeName": "pv-1"}}),
+                "spec.volumeName",
+                content::VOLUME_NAME,
+            ),
+        ];
+        for (obj, field, grant) in cases {
+            let kind = kind_of(&obj);
+            let err = check_as(&Grants::Declared, &[kind.as_str()], obj.clone()).unwrap_err();
+            assert_eq!(
+                (err.rule, err.field.as_str()),
+                (Rule::PrivilegedContent, field),
+                "{err}"
+            );
+            assert!(err.why.contains(grant), "{err}");
+            let grants = Grants::Kinds([kind.clone(), grant.to_string()].into());
+            assert!(check_as(&grants, &[kind.as_str()], obj).is_ok(), "{grant}");
+        }
+        // A plain Service and an opaque Secret need nothing.
+        let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"type": "ClusterIP"}});
+        assert!(check_as(&Grants::Declared, &["v1/Service"], svc).is_ok());
+    }
+
+    #[test]
+    fn a_privileged_pod_template_is_refused_naming_the_field() {
+        let sts = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db"},
+            "spec": {"template": {"spec": {"automountServiceAccountToken": false, "hostNetwork": true,
+                "containers": [{"name": "c", "image": "i"}]}}}});
+        let err = check_as(&Grants::Declared, &["apps/v1/StatefulSet"], sts).unwrap_err();
+        assert_eq!(err.rule, Rule::PodSecurity);
+        assert_eq!(err.field, "spec.template.spec.hostNetwork");
+        assert!(err.to_string().contains("(PodSecurity)"), "{err}");
+    }
+
+    #[test]
+    fn too_many_conditions_or_events_are_refused_and_long_messages_cut() {
+        let p = Policy::default();
+        assert!(p.check_counts("p", MAX_CONDITIONS, MAX_EVENTS).is_ok());
+        let err = p.check_counts("p", MAX_CONDITIONS + 1, 0).unwrap_err();
+        assert_eq!(
+            (err.rule, err.object.as_str()),
+            (Rule::OutputTooLarge, "conditions")
+        );
+        let err = p.check_counts("p", 0, 100_000).unwrap_err();
+        assert_eq!(err.object, "events");
+        let long = "é".repeat(1000);
+        let cut = cut_message(&long, MAX_EVENT_NOTE);
+        assert!(
+            cut.len() <= MAX_EVENT_NOTE && cut.ends_with("[cut by the host]"),
+            "{}",
+            cut.len()
+        );
+        assert_eq!(cut_message("short", 10), "short");
+    }
+
+    #[test]
+    fn reading_secrets_and_privileged_kinds_needs_a_grant_at_load() {
+        let p = Policy::default();
+        let secret = vec![SECRET.to_string()];
+        let err = Grants::Declared.check_reads(&p, &secret).unwrap_err();
+        assert!(
+            err.starts_with("reads kind v1/Secret, which is not granted"),
+            "{err}"
+        );
+        assert!(Grants::Declared.check_reads(&p, &["v1/Pod".into()]).is_ok());
+        let err = Grants::Declared
+            .check_reads(&p, &["coordination.k8s.io/v1/Lease".into()])
+            .unwrap_err();
+        assert!(err.contains("Lease"), "{err}");
+        let explicit = Grants::Kinds(["v1/ConfigMap".to_string()].into());
+        let err = explicit
+            .check_reads(&p, &["apps/v1/StatefulSet".into()])
+            .unwrap_err();
+        assert!(err.contains("apps/v1/StatefulSet"), "{err}");
+        assert!(Grants::Kinds([SECRET.to_string()].into()).reads_secrets());
+        assert!(!Grants::Declared.reads_secrets());
+    }
+}

@@ -1,0 +1,112 @@
+//! Object identity, the one way every layer names an object: by kind key, namespace and name.
+
+use serde_json::Value;
+
+/// Which object: its kind key (`group/version/Kind`), namespace (none for a cluster-scoped
+/// object) and name. The one identity the host compares objects by.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    /// `group/version/Kind` (`v1/ConfigMap` for the core group).
+    pub kind: String,
+    /// The namespace; an empty one counts as none.
+    pub namespace: Option<String>,
+    /// `metadata.name`.
+    pub name: String,
+}
+
+impl ObjectKey {
+    /// The key of an object as JSON.
+    pub fn of(object: &Value) -> Self {
+        let field = |p: &str| {
+            object
+                .pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        ObjectKey::new(
+            kind_of(object),
+            Some(field("/metadata/namespace")),
+            field("/metadata/name"),
+        )
+    }
+
+    /// Whether `object` (as JSON) is the object this key names, compared in place: the host
+    /// looks each desired object up among the observed ones on every reconcile.
+    pub fn is(&self, object: &Value) -> bool {
+        let field = |p: &str| {
+            object
+                .pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        if field("/metadata/name") != self.name
+            || self.namespace.as_deref().unwrap_or_default() != field("/metadata/namespace")
+        {
+            return false;
+        }
+        // `apiVersion/kind` without building it.
+        let (api_version, kind) = (field("/apiVersion"), field("/kind"));
+        self.kind.len() == api_version.len() + 1 + kind.len()
+            && self.kind.starts_with(api_version)
+            && self.kind[api_version.len()..].starts_with('/')
+            && self.kind.ends_with(kind)
+    }
+
+    /// A key from its parts; an empty namespace counts as none.
+    pub fn new(kind: impl Into<String>, namespace: Option<&str>, name: impl Into<String>) -> Self {
+        ObjectKey {
+            kind: kind.into(),
+            namespace: namespace.filter(|ns| !ns.is_empty()).map(str::to_string),
+            name: name.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{} {ns}/{}", self.kind, self.name),
+            None => write!(f, "{} {}", self.kind, self.name),
+        }
+    }
+}
+
+/// The kind key of an object as JSON: `apiVersion/kind` (`apps/v1/StatefulSet`, `v1/Secret`).
+pub fn kind_of(object: &Value) -> String {
+    let field = |f: &str| object.get(f).and_then(Value::as_str).unwrap_or_default();
+    format!("{}/{}", field("apiVersion"), field("kind"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_object_key_treats_an_empty_namespace_as_none() {
+        let a = ObjectKey::of(&serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "db", "namespace": ""},
+        }));
+        let b = ObjectKey::new("apps/v1/StatefulSet", None, "db");
+        assert_eq!(a, b);
+        assert_eq!(b.to_string(), "apps/v1/StatefulSet db");
+        let c = ObjectKey::new("v1/ConfigMap", Some("shop"), "c");
+        assert_eq!(c.to_string(), "v1/ConfigMap shop/c");
+        assert_ne!(ObjectKey::new("v1/ConfigMap", Some("a"), "c"), c);
+        // `is` agrees with comparing keys.
+        let objects = [
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "shop"}}),
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}),
+            serde_json::json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "c", "namespace": "shop"}}),
+            serde_json::json!({"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "shop"}}),
+            serde_json::json!({"apiVersion": "v1/C", "kind": "onfigMap", "metadata": {"name": "c", "namespace": "shop"}}),
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "d", "namespace": "shop"}}),
+            serde_json::json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": ""}}),
+        ];
+        for key in [&a, &c] {
+            for o in &objects {
+                assert_eq!(key.is(o), *key == ObjectKey::of(o), "{key} against {o}");
+            }
+        }
+    }
+}

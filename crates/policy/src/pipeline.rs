@@ -1,0 +1,511 @@
+//! A parent kind's plugins run in order, each one's output checked by the [`Policy`] before the
+//! next one sees it. This is the one implementation of DESIGN.md's reconcile steps 2–3 that both
+//! the controller and `windlass render` use.
+//!
+//! # Guarantees
+//! - A plugin error (trap, timeout, memory, plugin-error) or a policy violation stops the run
+//!   with an [`Error`] naming the plugin: the caller applies nothing and prunes nothing.
+//! - A plugin whose failure policy is [`FailurePolicy::Ignore`] is skipped on failure, and the
+//!   outcome is marked [`Outcome::incomplete`]: the caller must then not prune, since the
+//!   skipped plugin's children are missing from the desired set, not unwanted.
+//! - Each plugin sees only the observed objects of the kinds it declared, and Secrets — observed
+//!   or produced by an earlier plugin — only when its grants name `v1/Secret`. Secrets withheld
+//!   from a plugin are passed on past it unchanged (it cannot have edited what it never saw).
+//! - Condition messages and event notes are cut to the API server's limits; more conditions or
+//!   events in one call than the policy allows refuse the output.
+//! - A plugin in `Reuse` mode never shares an instance across namespaces (the tenant of a call
+//!   is the parent's namespace, or the parent itself when it is cluster-scoped).
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use serde_json::{Map, Value};
+
+use windlass_contract::{
+    self as contract, CallStats, Condition, Event, Phase, Reconciler, Request,
+};
+
+use crate::{
+    self as policy, Checked, Family, Grants, MAX_CONDITION_MESSAGE, MAX_EVENT_NOTE, ObjectKey,
+    PodGrants, Policy, SECRET, Subject, Violation, kind_of,
+};
+
+/// What to do when a plugin fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FailurePolicy {
+    /// Stop the run: apply nothing, prune nothing (the default).
+    #[default]
+    Fail,
+    /// Skip the plugin and go on; the run is then marked incomplete and nothing is pruned.
+    Ignore,
+}
+
+/// One plugin in a pipeline, with what its WasmPlugin gave it.
+#[derive(Debug, Clone)]
+pub struct Stage {
+    /// The loaded plugin.
+    pub plugin: Arc<dyn Reconciler>,
+    /// Its config as a JSON object.
+    pub config: Value,
+    /// The kinds the operator granted it.
+    pub grants: Grants,
+    /// What the pods it produces may do.
+    pub pods: PodGrants,
+    /// What a failure of this plugin does to the run.
+    pub failure_policy: FailurePolicy,
+}
+
+impl Stage {
+    /// A stage with an empty config, the declared kinds granted, and failure stopping the run.
+    pub fn new(plugin: Arc<dyn Reconciler>) -> Self {
+        Stage {
+            plugin,
+            config: Value::Object(Map::new()),
+            grants: Grants::Declared,
+            pods: PodGrants::default(),
+            failure_policy: FailurePolicy::Fail,
+        }
+    }
+
+    /// The kinds this stage observes: what it produces and what it reads.
+    pub fn observed_kinds(&self) -> impl Iterator<Item = &str> {
+        let info = self.plugin.info();
+        info.child_kinds
+            .iter()
+            .chain(&info.reads_kinds)
+            .map(String::as_str)
+    }
+}
+
+/// The plugins of one parent kind, in order. Held as an immutable snapshot: swapping a plugin
+/// builds a new pipeline, so a run never sees a half-swapped one.
+#[derive(Debug, Clone, Default)]
+pub struct Pipeline {
+    /// The stages in the order they run.
+    pub stages: Vec<Stage>,
+    /// The output policy.
+    pub policy: Arc<Policy>,
+}
+
+/// A desired object and the plugin that last produced or changed it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Desired {
+    /// The checked object.
+    pub object: Checked,
+    /// The producing plugin's name.
+    pub plugin: String,
+    /// The producing plugin's digest.
+    pub digest: String,
+}
+
+/// A condition and the plugin that reported it.
+#[derive(Debug, Clone)]
+pub struct Reported<T> {
+    /// The plugin's name.
+    pub plugin: String,
+    /// What it reported.
+    pub item: T,
+}
+
+/// The result of a successful run.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// The desired set after the last plugin.
+    pub desired: Vec<Desired>,
+    /// The status fragments, composed in order into one JSON merge patch (a `null` deletes).
+    pub status: Map<String, Value>,
+    /// Conditions, with the plugin that reported each.
+    pub conditions: Vec<Reported<Condition>>,
+    /// Events, with the plugin that reported each.
+    pub events: Vec<Reported<Event>>,
+    /// The earliest requeue any plugin asked for.
+    pub requeue_after: Option<Duration>,
+    /// Finalize phase: true when every plugin that finalizes reported true.
+    pub finalized: bool,
+    /// Plugins skipped under [`FailurePolicy::Ignore`], with why.
+    pub skipped: Vec<Error>,
+}
+
+impl Outcome {
+    /// True when a plugin was skipped: the desired set may lack objects that are still wanted,
+    /// so nothing may be pruned on the strength of it.
+    pub fn incomplete(&self) -> bool {
+        !self.skipped.is_empty()
+    }
+}
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A plugin failed (trap, timeout, memory limit, or an error it reported).
+    #[error(transparent)]
+    Plugin(#[from] contract::Error),
+    /// A plugin's output broke the policy.
+    #[error(transparent)]
+    Output(#[from] Violation),
+    /// The parent is not an object the pipeline can run on.
+    #[error("invalid parent: {0}")]
+    Parent(String),
+}
+
+impl Error {
+    /// A stable, one-word reason for metrics labels and condition reasons.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::Plugin(e) => e.reason(),
+            Error::Output(_) => "InvalidOutput",
+            Error::Parent(_) => "InvalidParent",
+        }
+    }
+
+    /// The policy rule that refused the output, when one did.
+    pub fn rule(&self) -> Option<policy::Rule> {
+        match self {
+            Error::Output(v) => Some(v.rule),
+            _ => None,
+        }
+    }
+
+    /// Whether the parent is at fault rather than a plugin: the host cannot run on it, or a
+    /// plugin reported that its spec cannot be acted on. A canary does not hold that against a
+    /// new plugin version.
+    pub fn blames_parent(&self) -> bool {
+        matches!(
+            self,
+            Error::Parent(_)
+                | Error::Plugin(contract::Error::Plugin {
+                    kind: contract::PluginErrorKind::InvalidParent,
+                    ..
+                })
+        )
+    }
+
+    /// The plugin at fault, when one is.
+    pub fn plugin(&self) -> Option<&str> {
+        match self {
+            Error::Plugin(e) => e.plugin(),
+            Error::Output(v) => Some(&v.plugin),
+            Error::Parent(_) => None,
+        }
+    }
+}
+
+impl Pipeline {
+    /// Runs every stage for `parent` given what was observed.
+    ///
+    /// # Errors
+    /// The first failing plugin's [`Error`], unless its failure policy is `Ignore`.
+    pub fn run(
+        &self,
+        phase: Phase,
+        parent: &Value,
+        observed: &[Value],
+        now: &str,
+    ) -> Result<Outcome, Error> {
+        self.run_observed(phase, parent, observed, now, &|_, _, _| {})
+    }
+
+    /// [`Pipeline::run`], reporting every plugin call (its cost and its outcome: `ok` or the
+    /// error reason) to `observe`, for metrics.
+    ///
+    /// # Errors
+    /// As [`Pipeline::run`].
+    pub fn run_observed(
+        &self,
+        phase: Phase,
+        parent: &Value,
+        observed: &[Value],
+        now: &str,
+        observe: &(dyn Fn(&dyn Reconciler, &CallStats, &str) + Sync),
+    ) -> Result<Outcome, Error> {
+        self.run_after(phase, parent, observed, &[], now, observe)
+    }
+
+    /// [`Pipeline::run_observed`] continuing from `earlier`: the desired set plugins before
+    /// this pipeline produced (conformance cases give a plugin its predecessors' output).
+    ///
+    /// # Errors
+    /// As [`Pipeline::run`].
+    pub fn run_after(
+        &self,
+        phase: Phase,
+        parent: &Value,
+        observed: &[Value],
+        earlier: &[Value],
+        now: &str,
+        observe: &(dyn Fn(&dyn Reconciler, &CallStats, &str) + Sync),
+    ) -> Result<Outcome, Error> {
+        let namespace = parent
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        if parent
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .is_none()
+        {
+            return Err(Error::Parent("metadata.name is missing".into()));
+        }
+        let tenant = match &namespace {
+            Some(ns) => ns.clone(),
+            None => format!(
+                "cluster-scoped/{}",
+                parent["metadata"]["name"].as_str().unwrap_or_default()
+            ),
+        };
+        let parent_text = parent.to_string();
+        // What references by name may point at besides the desired set (policy::references).
+        let mut family = Family::named_in(parent, &Value::Null);
+        let observed: Vec<(String, String)> = observed
+            .iter()
+            .map(|o| {
+                let kind = kind_of(o);
+                family.add(&kind, o);
+                (kind, o.to_string())
+            })
+            .collect();
+
+        let mut out = Outcome {
+            finalized: true,
+            ..Outcome::default()
+        };
+        let mut desired_text: Vec<String> = earlier.iter().map(Value::to_string).collect();
+        // The kind of each desired object, beside its text.
+        let mut desired_kinds: Vec<String> = earlier.iter().map(kind_of).collect();
+        // identity -> (plugin, digest) of whoever last produced or changed the object.
+        let mut producers: HashMap<ObjectKey, (String, String)> = HashMap::new();
+
+        for stage in &self.stages {
+            let plugin = &stage.plugin;
+            let info = plugin.info();
+            if phase == Phase::Finalize && !info.finalizes {
+                continue;
+            }
+            let wanted: Vec<&str> = stage.observed_kinds().collect();
+            let secrets = stage.grants.reads_secrets();
+            // Secrets an earlier plugin produced, kept from a plugin not granted them and
+            // passed on after it.
+            let mut shown = Vec::with_capacity(desired_text.len());
+            let mut withheld = Vec::new();
+            for (text, kind) in desired_text.iter().zip(&desired_kinds) {
+                if secrets || kind != SECRET {
+                    shown.push(text.clone());
+                } else {
+                    withheld.push(text.clone());
+                }
+            }
+            let req = Request {
+                phase,
+                parent: parent_text.clone(),
+                observed: observed
+                    .iter()
+                    .filter(|(kind, _)| wanted.contains(&kind.as_str()))
+                    .filter(|(kind, _)| secrets || kind != SECRET)
+                    .map(|(_, text)| text.clone())
+                    .collect(),
+                desired: shown,
+                config: stage.config.to_string(),
+                now: now.to_string(),
+            };
+            let span = tracing::info_span!("plugin_call", plugin = plugin.name(), phase = ?phase);
+            let (called, stats) = span.in_scope(|| plugin.call_for(&tenant, &req));
+            let step = called.map_err(Error::from).and_then(|mut resp| {
+                resp.desired.extend(withheld.iter().cloned());
+                let mut family = family.clone();
+                family.add_names(&stage.config);
+                self.check(stage, namespace.as_deref(), &desired_text, &family, resp)
+            });
+            observe(
+                plugin.as_ref(),
+                &stats,
+                step.as_ref().map_or_else(Error::reason, |_| "ok"),
+            );
+            let (checked, resp, status) = match step {
+                Ok(step) => step,
+                Err(e) if stage.failure_policy == FailurePolicy::Ignore => {
+                    tracing::warn!(plugin = plugin.name(), error = %e, "plugin failed; skipped under failurePolicy Ignore");
+                    out.skipped.push(e);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            for (object, text) in checked.iter().zip(&resp.desired) {
+                let id = object.key();
+                // A withheld Secret was not this plugin's to change: its producer stays.
+                if withheld.contains(text) && producers.contains_key(&id) {
+                    continue;
+                }
+                if !req.desired.contains(text) || !producers.contains_key(&id) {
+                    producers.insert(id, (plugin.name().to_string(), plugin.digest().to_string()));
+                }
+            }
+            out.desired = checked
+                .into_iter()
+                .map(|object| {
+                    let id = object.key();
+                    let (plugin, digest) = producers.get(&id).cloned().unwrap_or_default();
+                    Desired {
+                        object,
+                        plugin,
+                        digest,
+                    }
+                })
+                .collect();
+            desired_kinds = out.desired.iter().map(|d| d.object.kind.clone()).collect();
+            desired_text = resp.desired;
+            if let Some(status) = status {
+                merge(&mut out.status, status);
+            }
+            let name = plugin.name().to_string();
+            out.conditions
+                .extend(resp.conditions.into_iter().map(|mut item| {
+                    item.message = policy::cut_message(&item.message, MAX_CONDITION_MESSAGE);
+                    Reported {
+                        plugin: name.clone(),
+                        item,
+                    }
+                }));
+            out.events.extend(resp.events.into_iter().map(|mut item| {
+                item.message = policy::cut_message(&item.message, MAX_EVENT_NOTE);
+                Reported {
+                    plugin: name.clone(),
+                    item,
+                }
+            }));
+            if let Some(secs) = resp.requeue_after_secs {
+                let after = Duration::from_secs(secs.into());
+                out.requeue_after = Some(out.requeue_after.map_or(after, |r| r.min(after)));
+            }
+            if phase == Phase::Finalize {
+                out.finalized &= resp.finalized;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Applies the policy to one plugin's response.
+    #[allow(clippy::type_complexity)]
+    fn check(
+        &self,
+        stage: &Stage,
+        namespace: Option<&str>,
+        inherited: &[String],
+        family: &Family,
+        resp: contract::Response,
+    ) -> Result<(Vec<Checked>, contract::Response, Option<Map<String, Value>>), Error> {
+        let plugin = stage.plugin.name();
+        let inherited: Vec<Value> = inherited
+            .iter()
+            .filter_map(|text| serde_json::from_str(text).ok())
+            .collect();
+        let who = Subject {
+            inherited: &inherited,
+            plugin,
+            declared: &stage.plugin.info().child_kinds,
+            grants: &stage.grants,
+            pods: &stage.pods,
+            namespace,
+            family,
+        };
+        let checked = self.policy.check_desired(who, &resp.desired)?;
+        self.policy
+            .check_counts(plugin, resp.conditions.len(), resp.events.len())?;
+        let status = resp
+            .status
+            .as_deref()
+            .map(|s| self.policy.check_status(plugin, s))
+            .transpose()?;
+        for c in &resp.conditions {
+            self.policy.check_reason(
+                plugin,
+                &format!("condition {}", c.kind),
+                Some(&c.kind),
+                &c.reason,
+            )?;
+        }
+        for e in &resp.events {
+            self.policy.check_reason(plugin, "event", None, &e.reason)?;
+        }
+        Ok((checked, resp, status))
+    }
+}
+
+/// Composes two JSON merge patches (RFC 7386): `target` becomes one patch that does what
+/// `target` and then `patch` do. A `null` stays in the result, so a later plugin can delete a
+/// field from the parent's status (an earlier plugin's value for it is dropped).
+///
+/// One case a single merge patch cannot express: an earlier fragment deletes an object field
+/// (`null`) and a later one sets it to an object again. Applied in turn, the later object would
+/// replace the old one whole; composed, it merges into the old one, so keys only the old one
+/// had survive. No SampleDB plugin does this.
+pub fn merge(target: &mut Map<String, Value>, patch: Map<String, Value>) {
+    for (key, value) in patch {
+        match value {
+            Value::Object(patch) => match target.get_mut(&key) {
+                Some(Value::Object(existing)) => merge(existing, patch),
+                _ => {
+                    target.insert(key, Value::Object(patch));
+                }
+            },
+            other => {
+                target.insert(key, other);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn status_fragments_compose_as_json_merge_patches() {
+        let mut status = Map::new();
+        let obj = |v: Value| v.as_object().cloned().unwrap();
+        merge(
+            &mut status,
+            obj(json!({"phase": "Provisioning", "storage": {"ready": 0, "size": "1Gi"}})),
+        );
+        merge(
+            &mut status,
+            obj(json!({"phase": "Ready", "storage": {"ready": 3, "size": null}})),
+        );
+        // `size: null` deletes the field from the parent's status when the patch is written.
+        assert_eq!(
+            Value::Object(status),
+            json!({"phase": "Ready", "storage": {"ready": 3, "size": null}})
+        );
+    }
+
+    #[test]
+    fn only_an_invalid_parent_is_blamed_on_the_parent() {
+        let plugin = |kind| {
+            Error::Plugin(contract::Error::Plugin {
+                plugin: "p".into(),
+                kind,
+                message: "m".into(),
+            })
+        };
+        assert!(plugin(contract::PluginErrorKind::InvalidParent).blames_parent());
+        assert!(Error::Parent("metadata.name is missing".into()).blames_parent());
+        assert!(!plugin(contract::PluginErrorKind::InvalidConfig).blames_parent());
+        assert!(!plugin(contract::PluginErrorKind::Failed).blames_parent());
+        let timeout = Error::Plugin(contract::Error::Timeout {
+            plugin: "p".into(),
+            limit: Duration::from_secs(1),
+        });
+        assert!(!timeout.blames_parent());
+    }
+
+    #[test]
+    fn kind_of_joins_api_version_and_kind() {
+        assert_eq!(
+            kind_of(&json!({"apiVersion": "apps/v1", "kind": "StatefulSet"})),
+            "apps/v1/StatefulSet"
+        );
+        assert_eq!(
+            kind_of(&json!({"apiVersion": "v1", "kind": "Pod"})),
+            "v1/Pod"
+        );
+    }
+}

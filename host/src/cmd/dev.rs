@@ -1,0 +1,164 @@
+//! `windlass dev`: the embedded devcluster with the SampleDB plugins and the examples (the work
+//! is in `windlass::dev`). Built only with the `dev` feature: its defaults are paths in this
+//! repository.
+
+use std::{path::PathBuf, time::Duration};
+
+use anyhow::{Context as _, Result};
+use windlass::dev::{Dev, DevConfig};
+use windlass_devcluster::simulator;
+
+use super::Global;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Port of the devcluster on 127.0.0.1; 0 picks a free one.
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Where to write the kubeconfig for kubectl.
+    #[arg(long, default_value = "target/windlass-dev.kubeconfig")]
+    kubeconfig_out: PathBuf,
+    /// A plugin as NAME=FILE; repeat in pipeline order. Default: the SampleDB plugins built by
+    /// `cargo xtask plugins`.
+    #[arg(long = "plugin")]
+    plugins: Vec<String>,
+    /// The parent kind the plugins reconcile.
+    #[arg(long, default_value = "samples.windlass.dev/v1alpha1/SampleDB")]
+    parent: String,
+    /// Manifests to apply; repeat.
+    #[arg(
+        long = "manifest",
+        default_values = ["examples/backup-volume.yaml", "examples/sampledb.yaml"]
+    )]
+    manifests: Vec<PathBuf>,
+    /// Where /healthz, /readyz and /metrics listen.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    admin_addr: std::net::SocketAddr,
+    /// How many times faster than the clock CronJobs fire in the simulator.
+    #[arg(long, default_value_t = 60.0)]
+    cron_speedup: f64,
+    /// Exit 0 once every example parent is reconciled (exit 1 after a minute): for tests.
+    #[arg(long, hide = true)]
+    exit_when_reconciled: bool,
+    /// Run on the cluster of this kubeconfig instead of the embedded devcluster (for example
+    /// the real control plane of `tools/kube/up.sh`); `--port`, `--kubeconfig-out` and
+    /// `--cron-speedup` do not apply.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// With `--kubeconfig`: play the kubelet, volume binding and the snapshot controller over
+    /// the API, for a control plane without nodes (the devcluster's workload simulator); the
+    /// snapshot API's CRDs are created if the cluster has none.
+    #[arg(long, requires = "kubeconfig")]
+    simulate_workloads: bool,
+}
+
+impl Args {
+    fn config(&self, global: &Global) -> Result<DevConfig> {
+        let (api_version, kind) = self
+            .parent
+            .rsplit_once('/')
+            .with_context(|| format!("--parent {:?}: expected group/version/Kind", self.parent))?;
+        let plugins = if self.plugins.is_empty() {
+            windlass::dev::sampledb_plugins()
+        } else {
+            self.plugins
+                .iter()
+                .map(|p| {
+                    let (name, path) = p
+                        .split_once('=')
+                        .with_context(|| format!("--plugin {p:?}: expected NAME=FILE"))?;
+                    Ok((name.to_string(), PathBuf::from(path)))
+                })
+                .collect::<Result<Vec<_>>>()?
+        };
+        Ok(DevConfig {
+            port: self.port,
+            kubeconfig: self.kubeconfig_out.clone(),
+            plugins: plugins
+                .into_iter()
+                .map(|(name, path)| (name, api_version.to_string(), kind.to_string(), path))
+                .collect(),
+            manifests: self.manifests.clone(),
+            operator: windlass::operator::Config {
+                admin_addr: self.admin_addr,
+                election: None,
+                settings: Default::default(),
+                identity: "windlass-dev".into(),
+            },
+            runtime: global.runtime_config(),
+            cron_speedup: self.cron_speedup,
+        })
+    }
+}
+
+pub async fn run(global: &Global, args: Args) -> Result<()> {
+    if let Some(dir) = args
+        .kubeconfig_out
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let config = args.config(global)?;
+    let mut workloads = None;
+    let dev = match &args.kubeconfig {
+        None => windlass::dev::start(config).await?,
+        Some(path) => {
+            let client = super::kube_client(Some(path)).await?;
+            if args.simulate_workloads {
+                simulator::remote::install_snapshot_api(&client)
+                    .await
+                    .map_err(anyhow::Error::msg)?;
+                workloads = Some(tokio::spawn(simulator::remote::run(
+                    client.clone(),
+                    simulator::Config::from(&windlass_devcluster::Options::default()),
+                )));
+            }
+            windlass::dev::start_on(client, config).await?
+        }
+    };
+    print_welcome(
+        &dev,
+        args.kubeconfig.as_ref().unwrap_or(&args.kubeconfig_out),
+    );
+    let result = if args.exit_when_reconciled {
+        dev.wait_reconciled(Duration::from_secs(60)).await
+    } else {
+        println!("Ctrl-C stops it.");
+        super::stop_signal().await;
+        Ok(())
+    };
+    dev.shutdown().await;
+    if let Some(workloads) = &workloads {
+        workloads.abort();
+    }
+    result?;
+    if args.exit_when_reconciled {
+        println!("every example parent is reconciled");
+    }
+    Ok(())
+}
+
+fn print_welcome(dev: &Dev, kubeconfig: &std::path::Path) {
+    match &dev.cluster {
+        Some(cluster) => println!(
+            "windlass dev: the devcluster is at {} with the operator running",
+            cluster.base_url()
+        ),
+        None => println!(
+            "windlass dev: the operator runs on the cluster of {}",
+            kubeconfig.display()
+        ),
+    }
+    let kubeconfig = kubeconfig.display();
+    println!();
+    println!("  export KUBECONFIG={kubeconfig}");
+    println!("  kubectl get wasmplugins               # the plugins and the version each serves");
+    println!("  kubectl get sdb                       # SampleDBs: version, phase, ready replicas");
+    println!("  kubectl get statefulsets,services,pods,pvc");
+    println!(
+        "  kubectl edit sdb example-database     # change replicas; watch the StatefulSet follow"
+    );
+    println!("  curl http://{}/metrics", dev.operator.admin_addr);
+    println!();
+}

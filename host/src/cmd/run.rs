@@ -1,0 +1,114 @@
+//! `windlass run`: the operator against a cluster, with leader election among replicas.
+
+use std::{path::PathBuf, sync::Arc, time::Duration};
+
+use anyhow::Result;
+use windlass::{
+    controller::{self, fetch::OciSettings, leader::Election},
+    operator, policy,
+    runtime::{Runtime, RuntimeConfig},
+    source::oci,
+};
+
+use super::Global;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A kubeconfig file; default: $KUBECONFIG, ~/.kube/config, or the in-cluster config.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Elect a leader among replicas on a Lease; only the leader reconciles.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    leader_elect: bool,
+    /// Namespace of the Lease (the namespace the host runs in).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "windlass-system")]
+    namespace: String,
+    /// Name of the Lease.
+    #[arg(long, default_value = "windlass-leader")]
+    lease_name: String,
+    /// This instance's identity in the Lease and in events. Default: $POD_NAME or the host name.
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    /// Seconds a lease stays valid after its last renewal.
+    #[arg(long, default_value_t = 15)]
+    lease_seconds: u64,
+    /// Where /healthz, /readyz and /metrics listen.
+    #[arg(long, env = "WINDLASS_ADMIN_ADDR", default_value = "0.0.0.0:8080")]
+    admin_addr: std::net::SocketAddr,
+    /// Parents reconciled at once per kind.
+    #[arg(long, default_value_t = 16)]
+    concurrency: u16,
+    /// Count fuel so that WasmPlugins may set a fuel limit (costs a few percent per call).
+    #[arg(long)]
+    fuel: bool,
+    /// Plugin instances that may exist at once (pool slots).
+    #[arg(long, default_value_t = 256)]
+    max_instances: u32,
+    /// A registry (`host:port`, as in references) to pull plugins from over plain HTTP.
+    #[arg(long = "insecure-registry")]
+    insecure_registries: Vec<String>,
+    /// Seconds between re-resolutions of OCI tags; a moved tag is hot-swapped.
+    #[arg(long, default_value_t = 300)]
+    oci_poll_seconds: u64,
+    /// The ServiceAccount the host runs as (in --namespace): no plugin's pod may run as it,
+    /// whatever its WasmPlugin grants. The Helm chart sets it.
+    #[arg(long, env = "WINDLASS_SERVICE_ACCOUNT")]
+    service_account: Option<String>,
+}
+
+impl Args {
+    fn config(&self) -> operator::Config {
+        let identity = self
+            .identity
+            .clone()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .unwrap_or_else(|| format!("windlass-{}", std::process::id()));
+        operator::Config {
+            admin_addr: self.admin_addr,
+            election: self.leader_elect.then(|| Election {
+                namespace: self.namespace.clone(),
+                name: self.lease_name.clone(),
+                identity: identity.clone(),
+                duration: Duration::from_secs(self.lease_seconds),
+                grace: Duration::from_secs((self.lease_seconds / 3).max(1)),
+            }),
+            settings: controller::Settings {
+                concurrency: self.concurrency,
+                oci: OciSettings {
+                    options: oci::Options {
+                        insecure_registries: self.insecure_registries.clone(),
+                        ..Default::default()
+                    },
+                    namespace: self.namespace.clone(),
+                },
+                oci_poll: Duration::from_secs(self.oci_poll_seconds.max(1)),
+                host_account: self
+                    .service_account
+                    .as_ref()
+                    .map(|name| policy::HostAccount {
+                        namespace: self.namespace.clone(),
+                        name: name.clone(),
+                    }),
+                ..Default::default()
+            },
+            identity,
+        }
+    }
+}
+
+pub async fn run(global: &Global, args: Args) -> Result<()> {
+    let client = super::kube_client(args.kubeconfig.as_ref()).await?;
+    let runtime = Runtime::new(RuntimeConfig {
+        fuel: args.fuel,
+        max_instances: args.max_instances,
+        ..global.runtime_config()
+    })?;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let (handle, task) = operator::start(client, args.config(), Arc::new(runtime), stopped).await?;
+    tracing::info!(admin = %handle.admin_addr, "windlass is running");
+    super::stop_signal().await;
+    tracing::info!("stopping");
+    let _ = stop.send(true);
+    let _ = task.await;
+    Ok(())
+}
