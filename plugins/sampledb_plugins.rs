@@ -7,11 +7,11 @@
 /// (WasmPlugin name, source): a cargo package, or a directory whose `build.sh OUT` builds the
 /// component with its own toolchain.
 pub const SAMPLEDB_PLUGINS: &[(&str, &str)] = &[
-    ("sampledb-storage", "windlass-plugin-storage"),
-    ("sampledb-backup", "windlass-plugin-backup"),
-    ("sampledb-upgrade", "windlass-plugin-upgrade"),
-    ("sampledb-primary", "plugins/python-primary"),
-    ("sampledb-conventions", "plugins/js-conventions"),
+    ("sampledb-storage", "sampledb-storage"),
+    ("sampledb-backup", "sampledb-backup"),
+    ("sampledb-upgrade", "sampledb-upgrade"),
+    ("sampledb-primary", "plugins/sampledb-primary"),
+    ("sampledb-conventions", "plugins/sampledb-conventions"),
 ];
 
 /// Whether a source is a cargo package (else a directory with a `build.sh`).

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use windlass::runtime::{InstanceMode, LoadOptions, Phase, Request, Runtime, RuntimeConfig};
 use windlass_sdk::testing::run_json;
 
-type Storage = storage_plugin::Storage;
+type Storage = sampledb_storage::Storage;
 
 const WARMUP: usize = 300;
 const ROUNDS: usize = 5;

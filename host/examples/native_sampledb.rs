@@ -55,7 +55,7 @@ use kube::{
     },
 };
 use serde_json::Value;
-use storage_plugin::Storage;
+use sampledb_storage::Storage;
 use windlass::{
     controller::{
         apply::{self, FIELD_MANAGER, PARENT_UID_LABEL, ParentRef},

@@ -10,9 +10,8 @@
 //! - `kube`: builds etcd, kube-apiserver and kube-controller-manager from source at the pinned
 //!   versions (`tools/kube/build.sh`, cached outside the repository) and prints their directory.
 //! - `plugins`: builds the Rust plugins to `target/wasm/wasm32-wasip2/release/` and the Python
-//!   and JavaScript ones (installing their toolchains first, and running their own unit tests
-//!   with unittest and `node --test`) to `target/wasm/plugins/`; the list is
-//!   `plugins/sampledb_plugins.rs`.
+//!   and JavaScript ones (installing their toolchains first; their `build.sh` runs their own
+//!   unit tests first) to `target/wasm/plugins/`; the list is `plugins/sampledb_plugins.rs`.
 //! - `dev`: builds the plugins and runs `windlass dev`: the operator on the embedded devcluster.
 //! - `render`: builds the plugins and renders `examples/sampledb.yaml` with the storage plugin.
 //! - `bench runtime`: native vs wasm (fresh, reused) vs HTTP webhook, printing ratios.
@@ -117,11 +116,6 @@ fn plugins() -> Result<Vec<PathBuf>> {
     for (name, source) in SAMPLEDB_PLUGINS {
         let out = target_dir.join(sampledb_component(name, source));
         if !is_cargo_package(source) {
-            // The plugin's own unit tests, with its language's test runner, then the build.
-            let tests = root().join(source).join("test.sh");
-            if tests.exists() {
-                run(Command::new("bash").arg(tests))?;
-            }
             run(Command::new("bash")
                 .arg(root().join(source).join("build.sh"))
                 .arg(&out))?;
@@ -183,7 +177,7 @@ fn bench_host(args: &[&str]) -> Result<()> {
     let plugins = plugins()?;
     let storage = plugins
         .iter()
-        .find(|p| p.ends_with("windlass_plugin_storage.wasm"))
+        .find(|p| p.ends_with("sampledb_storage.wasm"))
         .context("the storage plugin is not among the built plugins")?;
     cargo(&[
         "build",

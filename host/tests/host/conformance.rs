@@ -102,9 +102,9 @@ fn subjects() -> Vec<Subject> {
                 dir,
                 component,
                 native: match dir {
-                    "storage" => Some(native::<storage_plugin::Storage>),
-                    "backup" => Some(native::<backup_plugin::Backup>),
-                    "upgrade" => Some(native::<upgrade_plugin::Upgrade>),
+                    "storage" => Some(native::<sampledb_storage::Storage>),
+                    "backup" => Some(native::<sampledb_backup::Backup>),
+                    "upgrade" => Some(native::<sampledb_upgrade::Upgrade>),
                     _ => None,
                 },
             }

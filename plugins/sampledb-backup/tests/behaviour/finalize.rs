@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use windlass_plugin_backup::{Backup, VOLUME_SNAPSHOT};
+use sampledb_backup::{Backup, VOLUME_SNAPSHOT};
 use windlass_sdk::{Output, Value, json, testing::Harness};
 
 use crate::{DB, job, observed_sts, run, with_status};

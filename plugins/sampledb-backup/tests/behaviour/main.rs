@@ -6,7 +6,7 @@ mod pod_security;
 mod restore;
 mod schedule;
 
-use windlass_plugin_backup::Backup;
+use sampledb_backup::Backup;
 use windlass_sdk::{Output, Value, json, testing::Harness};
 
 /// A SampleDB with scheduled backups.

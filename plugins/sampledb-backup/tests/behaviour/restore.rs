@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use windlass_plugin_backup::Backup;
+use sampledb_backup::Backup;
 use windlass_sdk::{Error, Output, json, testing::Harness};
 
 use crate::{DB, job, observed_sts, run, with_status};

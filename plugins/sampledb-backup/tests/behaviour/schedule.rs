@@ -1,4 +1,4 @@
-use windlass_plugin_backup::{Backup, schedule::is_cron_schedule};
+use sampledb_backup::{Backup, schedule::is_cron_schedule};
 use windlass_sdk::{Error, Value, json, testing::Harness};
 
 use crate::{DB, desired_sts, job, observed_sts, run, with_status};
