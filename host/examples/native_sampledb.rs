@@ -54,8 +54,8 @@ use kube::{
         watcher,
     },
 };
-use serde_json::Value;
 use sampledb_storage::Storage;
+use serde_json::Value;
 use windlass::{
     controller::{
         apply::{self, FIELD_MANAGER, PARENT_UID_LABEL, ParentRef},

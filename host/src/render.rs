@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::{
-    pipeline::{Outcome, Pipeline, Stage},
+    pipeline::{self, Outcome, Pipeline, Stage},
     policy::{Grants, Policy},
     runtime::{LoadOptions, Phase, Runtime},
 };
@@ -223,7 +223,12 @@ pub fn render(runtime: &Runtime, input: &Input) -> Result<Outcome> {
         stages,
         policy: Arc::new(Policy::default()),
     };
-    Ok(pipeline.run(input.phase, &input.parent, &input.observed, &input.now)?)
+    Ok(pipeline.run(pipeline::Input::new(
+        input.phase,
+        &input.parent,
+        &input.observed,
+        &input.now,
+    ))?)
 }
 
 /// The outcome as one JSON document.

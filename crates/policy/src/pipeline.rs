@@ -189,197 +189,92 @@ impl Error {
     }
 }
 
+/// What one run is given.
+#[derive(Debug, Clone, Copy)]
+pub struct Input<'a> {
+    /// Which phase.
+    pub phase: Phase,
+    /// The parent object.
+    pub parent: &'a Value,
+    /// The observed children and read objects.
+    pub observed: &'a [Value],
+    /// The desired set plugins before this pipeline produced (conformance cases give a plugin
+    /// its predecessors' output); empty for a kind's whole pipeline.
+    pub earlier: &'a [Value],
+    /// The time given to plugins (RFC 3339).
+    pub now: &'a str,
+}
+
+impl<'a> Input<'a> {
+    /// A run of a kind's whole pipeline (nothing desired before it).
+    pub fn new(phase: Phase, parent: &'a Value, observed: &'a [Value], now: &'a str) -> Self {
+        Input {
+            phase,
+            parent,
+            observed,
+            earlier: &[],
+            now,
+        }
+    }
+}
+
+/// Called after every plugin call with the plugin, what the call cost and its outcome (`ok`
+/// or the error's reason), for metrics.
+pub type Observe<'a> = &'a (dyn Fn(&dyn Reconciler, &CallStats, &str) + Sync);
+
 impl Pipeline {
-    /// Runs every stage for `parent` given what was observed.
+    /// Runs every stage for the input's parent given what was observed.
     ///
     /// # Errors
     /// The first failing plugin's [`Error`], unless its failure policy is `Ignore`.
-    pub fn run(
-        &self,
-        phase: Phase,
-        parent: &Value,
-        observed: &[Value],
-        now: &str,
-    ) -> Result<Outcome, Error> {
-        self.run_observed(phase, parent, observed, now, &|_, _, _| {})
+    pub fn run(&self, input: Input<'_>) -> Result<Outcome, Error> {
+        self.run_observed(input, &|_, _, _| {})
     }
 
-    /// [`Pipeline::run`], reporting every plugin call (its cost and its outcome: `ok` or the
-    /// error reason) to `observe`, for metrics.
+    /// [`Pipeline::run`], reporting every plugin call to `observe`.
     ///
     /// # Errors
     /// As [`Pipeline::run`].
-    pub fn run_observed(
-        &self,
-        phase: Phase,
-        parent: &Value,
-        observed: &[Value],
-        now: &str,
-        observe: &(dyn Fn(&dyn Reconciler, &CallStats, &str) + Sync),
-    ) -> Result<Outcome, Error> {
-        self.run_after(phase, parent, observed, &[], now, observe)
-    }
-
-    /// [`Pipeline::run_observed`] continuing from `earlier`: the desired set plugins before
-    /// this pipeline produced (conformance cases give a plugin its predecessors' output).
-    ///
-    /// # Errors
-    /// As [`Pipeline::run`].
-    pub fn run_after(
-        &self,
-        phase: Phase,
-        parent: &Value,
-        observed: &[Value],
-        earlier: &[Value],
-        now: &str,
-        observe: &(dyn Fn(&dyn Reconciler, &CallStats, &str) + Sync),
-    ) -> Result<Outcome, Error> {
-        let namespace = parent
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        if parent
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .is_none()
-        {
-            return Err(Error::Parent("metadata.name is missing".into()));
-        }
-        let tenant = match &namespace {
-            Some(ns) => ns.clone(),
-            None => format!(
-                "cluster-scoped/{}",
-                parent["metadata"]["name"].as_str().unwrap_or_default()
-            ),
-        };
-        let parent_text = parent.to_string();
-        // What references by name may point at besides the desired set (policy::references).
-        let mut family = Family::named_in(parent, &Value::Null);
-        let observed: Vec<(String, String)> = observed
-            .iter()
-            .map(|o| {
-                let kind = kind_of(o);
-                family.add(&kind, o);
-                (kind, o.to_string())
-            })
-            .collect();
-
-        let mut out = Outcome {
-            finalized: true,
-            ..Outcome::default()
-        };
-        let mut desired_text: Vec<String> = earlier.iter().map(Value::to_string).collect();
-        // The kind of each desired object, beside its text.
-        let mut desired_kinds: Vec<String> = earlier.iter().map(kind_of).collect();
-        // identity -> (plugin, digest) of whoever last produced or changed the object.
-        let mut producers: HashMap<ObjectKey, (String, String)> = HashMap::new();
-
+    pub fn run_observed(&self, input: Input<'_>, observe: Observe<'_>) -> Result<Outcome, Error> {
+        let mut run = Run::start(&input)?;
         for stage in &self.stages {
-            let plugin = &stage.plugin;
-            let info = plugin.info();
-            if phase == Phase::Finalize && !info.finalizes {
+            if input.phase == Phase::Finalize && !stage.plugin.info().finalizes {
                 continue;
             }
-            let wanted: Vec<&str> = stage.observed_kinds().collect();
-            let secrets = stage.grants.reads_secrets();
-            // Secrets an earlier plugin produced, kept from a plugin not granted them and
-            // passed on after it.
-            let mut shown = Vec::with_capacity(desired_text.len());
-            let mut withheld = Vec::new();
-            for (text, kind) in desired_text.iter().zip(&desired_kinds) {
-                if secrets || kind != SECRET {
-                    shown.push(text.clone());
-                } else {
-                    withheld.push(text.clone());
-                }
-            }
-            let req = Request {
-                phase,
-                parent: parent_text.clone(),
-                observed: observed
-                    .iter()
-                    .filter(|(kind, _)| wanted.contains(&kind.as_str()))
-                    .filter(|(kind, _)| secrets || kind != SECRET)
-                    .map(|(_, text)| text.clone())
-                    .collect(),
-                desired: shown,
-                config: stage.config.to_string(),
-                now: now.to_string(),
-            };
-            let span = tracing::info_span!("plugin_call", plugin = plugin.name(), phase = ?phase);
-            let (called, stats) = span.in_scope(|| plugin.call_for(&tenant, &req));
+            let (req, withheld) = run.request(stage, &input);
+            let plugin = &stage.plugin;
+            let span =
+                tracing::info_span!("plugin_call", plugin = plugin.name(), phase = ?input.phase);
+            let (called, stats) = span.in_scope(|| plugin.call_for(&run.tenant, &req));
             let step = called.map_err(Error::from).and_then(|mut resp| {
                 resp.desired.extend(withheld.iter().cloned());
-                let mut family = family.clone();
+                let mut family = run.family.clone();
                 family.add_names(&stage.config);
-                self.check(stage, namespace.as_deref(), &desired_text, &family, resp)
+                self.check(
+                    stage,
+                    run.namespace.as_deref(),
+                    &run.desired_text,
+                    &family,
+                    resp,
+                )
             });
             observe(
                 plugin.as_ref(),
                 &stats,
                 step.as_ref().map_or_else(Error::reason, |_| "ok"),
             );
-            let (checked, resp, status) = match step {
-                Ok(step) => step,
+            match step {
+                Ok((checked, resp, status)) => {
+                    run.absorb(stage, &req, &withheld, checked, resp, status);
+                }
                 Err(e) if stage.failure_policy == FailurePolicy::Ignore => {
                     tracing::warn!(plugin = plugin.name(), error = %e, "plugin failed; skipped under failurePolicy Ignore");
-                    out.skipped.push(e);
-                    continue;
+                    run.out.skipped.push(e);
                 }
                 Err(e) => return Err(e),
-            };
-            for (object, text) in checked.iter().zip(&resp.desired) {
-                let id = object.key();
-                // A withheld Secret was not this plugin's to change: its producer stays.
-                if withheld.contains(text) && producers.contains_key(&id) {
-                    continue;
-                }
-                if !req.desired.contains(text) || !producers.contains_key(&id) {
-                    producers.insert(id, (plugin.name().to_string(), plugin.digest().to_string()));
-                }
-            }
-            out.desired = checked
-                .into_iter()
-                .map(|object| {
-                    let id = object.key();
-                    let (plugin, digest) = producers.get(&id).cloned().unwrap_or_default();
-                    Desired {
-                        object,
-                        plugin,
-                        digest,
-                    }
-                })
-                .collect();
-            desired_kinds = out.desired.iter().map(|d| d.object.kind.clone()).collect();
-            desired_text = resp.desired;
-            if let Some(status) = status {
-                merge(&mut out.status, status);
-            }
-            let name = plugin.name().to_string();
-            out.conditions
-                .extend(resp.conditions.into_iter().map(|mut item| {
-                    item.message = policy::cut_message(&item.message, MAX_CONDITION_MESSAGE);
-                    Reported {
-                        plugin: name.clone(),
-                        item,
-                    }
-                }));
-            out.events.extend(resp.events.into_iter().map(|mut item| {
-                item.message = policy::cut_message(&item.message, MAX_EVENT_NOTE);
-                Reported {
-                    plugin: name.clone(),
-                    item,
-                }
-            }));
-            if let Some(secs) = resp.requeue_after_secs {
-                let after = Duration::from_secs(secs.into());
-                out.requeue_after = Some(out.requeue_after.map_or(after, |r| r.min(after)));
-            }
-            if phase == Phase::Finalize {
-                out.finalized &= resp.finalized;
             }
         }
-        Ok(out)
+        Ok(run.out)
     }
 
     /// Applies the policy to one plugin's response.
@@ -426,6 +321,166 @@ impl Pipeline {
             self.policy.check_reason(plugin, "event", None, &e.reason)?;
         }
         Ok((checked, resp, status))
+    }
+}
+
+/// The state of one run between stages.
+struct Run {
+    /// The parent's namespace; none for a cluster-scoped parent.
+    namespace: Option<String>,
+    /// Whose instances a Reuse plugin may use: the namespace, or the cluster-scoped parent.
+    tenant: String,
+    parent_text: String,
+    /// What references by name may point at besides the desired set (policy::references).
+    family: Family,
+    /// Observed objects as (kind, text).
+    observed: Vec<(String, String)>,
+    /// The desired set so far, as text, and the kind of each.
+    desired_text: Vec<String>,
+    desired_kinds: Vec<String>,
+    /// Who last produced or changed each desired object: (plugin, digest).
+    producers: HashMap<ObjectKey, (String, String)>,
+    out: Outcome,
+}
+
+impl Run {
+    fn start(input: &Input<'_>) -> Result<Self, Error> {
+        let parent = input.parent;
+        let Some(name) = parent.pointer("/metadata/name").and_then(Value::as_str) else {
+            return Err(Error::Parent("metadata.name is missing".into()));
+        };
+        let namespace = parent
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let tenant = match &namespace {
+            Some(ns) => ns.clone(),
+            None => format!("cluster-scoped/{name}"),
+        };
+        let mut family = Family::named_in(parent, &Value::Null);
+        let observed = input
+            .observed
+            .iter()
+            .map(|o| {
+                let kind = kind_of(o);
+                family.add(&kind, o);
+                (kind, o.to_string())
+            })
+            .collect();
+        Ok(Run {
+            namespace,
+            tenant,
+            parent_text: parent.to_string(),
+            family,
+            observed,
+            desired_text: input.earlier.iter().map(Value::to_string).collect(),
+            desired_kinds: input.earlier.iter().map(kind_of).collect(),
+            producers: HashMap::new(),
+            out: Outcome {
+                finalized: true,
+                ..Outcome::default()
+            },
+        })
+    }
+
+    /// The request for `stage`, and the desired Secrets withheld from it (passed on after it
+    /// unchanged: it cannot have edited what it never saw).
+    fn request(&self, stage: &Stage, input: &Input<'_>) -> (Request, Vec<String>) {
+        let wanted: Vec<&str> = stage.observed_kinds().collect();
+        let secrets = stage.grants.reads_secrets();
+        let mut shown = Vec::with_capacity(self.desired_text.len());
+        let mut withheld = Vec::new();
+        for (text, kind) in self.desired_text.iter().zip(&self.desired_kinds) {
+            if secrets || kind != SECRET {
+                shown.push(text.clone());
+            } else {
+                withheld.push(text.clone());
+            }
+        }
+        let req = Request {
+            phase: input.phase,
+            parent: self.parent_text.clone(),
+            observed: self
+                .observed
+                .iter()
+                .filter(|(kind, _)| wanted.contains(&kind.as_str()))
+                .filter(|(kind, _)| secrets || kind != SECRET)
+                .map(|(_, text)| text.clone())
+                .collect(),
+            desired: shown,
+            config: stage.config.to_string(),
+            now: input.now.to_string(),
+        };
+        (req, withheld)
+    }
+
+    /// Takes a stage's checked output in: the new desired set with each object's producer, the
+    /// status fragment, conditions, events, requeue and finalized.
+    fn absorb(
+        &mut self,
+        stage: &Stage,
+        req: &Request,
+        withheld: &[String],
+        checked: Vec<Checked>,
+        resp: contract::Response,
+        status: Option<Map<String, Value>>,
+    ) {
+        let plugin = &stage.plugin;
+        for (object, text) in checked.iter().zip(&resp.desired) {
+            let id = object.key();
+            // A withheld Secret was not this plugin's to change: its producer stays.
+            if withheld.contains(text) && self.producers.contains_key(&id) {
+                continue;
+            }
+            if !req.desired.contains(text) || !self.producers.contains_key(&id) {
+                self.producers
+                    .insert(id, (plugin.name().to_string(), plugin.digest().to_string()));
+            }
+        }
+        let out = &mut self.out;
+        out.desired = checked
+            .into_iter()
+            .map(|object| {
+                let (plugin, digest) = self
+                    .producers
+                    .get(&object.key())
+                    .cloned()
+                    .unwrap_or_default();
+                Desired {
+                    object,
+                    plugin,
+                    digest,
+                }
+            })
+            .collect();
+        self.desired_kinds = out.desired.iter().map(|d| d.object.kind.clone()).collect();
+        self.desired_text = resp.desired;
+        if let Some(status) = status {
+            merge(&mut out.status, status);
+        }
+        let name = plugin.name().to_string();
+        out.conditions
+            .extend(resp.conditions.into_iter().map(|mut item| {
+                item.message = policy::cut_message(&item.message, MAX_CONDITION_MESSAGE);
+                Reported {
+                    plugin: name.clone(),
+                    item,
+                }
+            }));
+        out.events.extend(resp.events.into_iter().map(|mut item| {
+            item.message = policy::cut_message(&item.message, MAX_EVENT_NOTE);
+            Reported {
+                plugin: name.clone(),
+                item,
+            }
+        }));
+        if let Some(secs) = resp.requeue_after_secs {
+            let after = Duration::from_secs(secs.into());
+            out.requeue_after = Some(out.requeue_after.map_or(after, |r| r.min(after)));
+        }
+        if req.phase == Phase::Finalize {
+            out.finalized &= resp.finalized;
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! List responses: selectors, `limit`/`continue`, plain lists written without re-serializing
 //! through an intermediate value, and Tables.
 
-use super::{AppState, ok, present, table};
+use super::{AppState, ok, table};
 use crate::error::{ApiError, Result};
 use crate::resources::ResourceType;
 use crate::selector::{FieldSelector, LabelSelector};
@@ -75,7 +75,7 @@ pub(super) fn list(
     if as_table {
         let shown: Vec<Arc<Value>> = page
             .iter()
-            .map(|o| Arc::new(present(o, rt, version)))
+            .map(|o| Arc::new(rt.present(o, version)))
             .collect();
         return Ok(ok(&table::table(rt, &shown, rv, cont.as_deref(), include)));
     }
@@ -94,7 +94,7 @@ pub(super) fn list(
         let shown = if rt.shown_as_stored(o, version) {
             None
         } else {
-            Some(present(o, rt, version))
+            Some(rt.present(o, version))
         };
         let _ = serde_json::to_writer(&mut out, shown.as_ref().unwrap_or(o));
     }

@@ -74,6 +74,13 @@ async fn dispatch(
         path.split('/').collect()
     };
     let reg = &st.cluster.registry;
+    let call = Call {
+        method: &method,
+        query: &query,
+        headers: &headers,
+        body: &body,
+        path: uri.path(),
+    };
     let result: Result<Response> = match (method.as_str(), segs.as_slice()) {
         ("GET", ["version"]) => Ok(ok(&discovery::version())),
         ("GET", ["healthz" | "livez" | "readyz"]) => Ok("ok".into_response()),
@@ -114,20 +121,7 @@ async fn dispatch(
             st.cluster.store.compact();
             Ok(ok(&json!({"compacted": st.cluster.store.current_rv()})))
         }
-        (_, ["api", v, rest @ ..]) if !rest.is_empty() => {
-            resource(
-                &st,
-                &method,
-                "",
-                v,
-                rest,
-                &query,
-                &headers,
-                &body,
-                uri.path(),
-            )
-            .await
-        }
+        (_, ["api", v, rest @ ..]) if !rest.is_empty() => resource(&st, &call, "", v, rest).await,
         ("POST", ["apis", g, v, r]) if review::answer(g, v, r, &json!({})).is_some() => {
             let body: Value = serde_json::from_slice(&body).unwrap_or_default();
             review::answer(g, v, r, &body)
@@ -135,18 +129,7 @@ async fn dispatch(
                 .ok_or_else(|| ApiError::no_route(uri.path()))
         }
         (_, ["apis", g, v, rest @ ..]) if !rest.is_empty() => {
-            resource(
-                &st,
-                &method,
-                g,
-                v,
-                rest,
-                &query,
-                &headers,
-                &body,
-                uri.path(),
-            )
-            .await
+            resource(&st, &call, g, v, rest).await
         }
         _ => Err(ApiError::no_route(uri.path())),
     };
@@ -202,249 +185,359 @@ fn field_manager(query: &HashMap<String, String>, headers: &HeaderMap) -> String
     ua.split('/').next().unwrap_or("unknown").to_string()
 }
 
-fn present(obj: &Value, rt: &ResourceType, version: &str) -> Value {
-    rt.present(obj, version)
+/// What came with a request, whatever its path.
+struct Call<'a> {
+    method: &'a Method,
+    query: &'a HashMap<String, String>,
+    headers: &'a HeaderMap,
+    body: &'a Bytes,
+    path: &'a str,
 }
 
-#[allow(clippy::too_many_arguments)]
+impl Call<'_> {
+    fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+
+    fn query(&self, name: &str) -> &str {
+        self.query.get(name).map(String::as_str).unwrap_or("")
+    }
+}
+
+/// The verbs of a resource path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verb {
+    Get,
+    List,
+    Watch,
+    Create,
+    Update,
+    Patch,
+    Delete,
+    DeleteCollection,
+}
+
+impl Verb {
+    /// The verb of `method` on a path naming an object or not.
+    fn of(method: &Method, named: bool, watch: bool) -> Option<Verb> {
+        Some(match (method.as_str(), named) {
+            ("GET", true) => Verb::Get,
+            ("GET", false) if watch => Verb::Watch,
+            ("GET", false) => Verb::List,
+            ("POST", false) => Verb::Create,
+            ("PUT", true) => Verb::Update,
+            ("PATCH", true) => Verb::Patch,
+            ("DELETE", true) => Verb::Delete,
+            ("DELETE", false) => Verb::DeleteCollection,
+            _ => return None,
+        })
+    }
+
+    /// Its name, as fault injection and the scale subresource know it.
+    fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+            Verb::DeleteCollection => "deletecollection",
+        }
+    }
+}
+
+/// A request on a resource path, parsed once: the handlers below each take one.
+struct Request<'a> {
+    call: &'a Call<'a>,
+    target: Target,
+    /// The version of the path.
+    version: &'a str,
+    verb: Verb,
+    /// The namespace, empty for none.
+    ns: String,
+    /// The object's name, empty for none.
+    name: String,
+    opts: WriteOpts,
+    content_type: &'a str,
+    /// `Accept` asks for a Table.
+    as_table: bool,
+}
+
+impl<'a> Request<'a> {
+    fn parse(
+        st: &AppState,
+        call: &'a Call<'a>,
+        group: &str,
+        version: &'a str,
+        rest: &[&str],
+    ) -> Result<Self> {
+        let target = resolve(st, group, version, rest, call.path)?;
+        let rt = &target.rt;
+        if !rt.namespaced && target.ns.is_some() {
+            return Err(ApiError::no_route(call.path));
+        }
+        if let Some(sub) = &target.sub {
+            let served = match sub.as_str() {
+                "status" => rt.status_subresource || rt.kind == "Namespace",
+                "scale" => rt.scale.is_some(),
+                _ => false,
+            };
+            if !served
+                && rt.kind == "Pod"
+                && matches!(sub.as_str(), "log" | "exec" | "attach" | "portforward")
+            {
+                return Err(ApiError::method_not_allowed(format!(
+                    "pods/{sub} is not supported by the devcluster: it runs no containers"
+                )));
+            }
+            if !served {
+                return Err(ApiError::no_route(call.path));
+            }
+        }
+        let watch = matches!(call.query("watch"), "true" | "1");
+        let verb = Verb::of(call.method, target.name.is_some(), watch).ok_or_else(|| {
+            ApiError::method_not_allowed(format!(
+                "{} is not supported on {}",
+                call.method, call.path
+            ))
+        })?;
+        let content_type = call.header("content-type");
+        if content_type.starts_with("application/cbor") {
+            return Err(ApiError::unsupported_media_type(content_type));
+        }
+        let opts = WriteOpts {
+            dry_run: call.query("dryRun") == "All",
+            field_manager: field_manager(call.query, call.headers),
+            force: call.query("force") == "true",
+            subresource: target.sub.clone().unwrap_or_default(),
+            strict: call.query("fieldValidation") == "Strict",
+        };
+        Ok(Request {
+            call,
+            ns: target.ns.clone().unwrap_or_default(),
+            name: target.name.clone().unwrap_or_default(),
+            target,
+            version,
+            verb,
+            opts,
+            content_type,
+            as_table: table::wants_table(call.header("accept")),
+        })
+    }
+
+    fn rt(&self) -> &Arc<ResourceType> {
+        &self.target.rt
+    }
+
+    /// The body as JSON (or YAML, or protobuf by its content type).
+    fn parse_body(&self) -> Result<Value> {
+        let body = self.call.body;
+        if self
+            .content_type
+            .starts_with("application/vnd.kubernetes.protobuf")
+        {
+            return crate::protobuf::decode_body(body);
+        }
+        serde_json::from_slice(body)
+            .or_else(|_| serde_yaml::from_slice(body))
+            .map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))
+    }
+
+    /// The object as the request's version shows it.
+    fn present(&self, obj: &Value) -> Value {
+        self.rt().present(obj, self.version)
+    }
+
+    /// `includeObject` of a Table request.
+    fn include(&self) -> &str {
+        self.call
+            .query
+            .get("includeObject")
+            .map(String::as_str)
+            .unwrap_or("Metadata")
+    }
+}
+
 async fn resource(
     st: &AppState,
-    method: &Method,
+    call: &Call<'_>,
     group: &str,
     version: &str,
     rest: &[&str],
-    query: &HashMap<String, String>,
-    headers: &HeaderMap,
-    body: &Bytes,
-    path: &str,
 ) -> Result<Response> {
-    let t = resolve(st, group, version, rest, path)?;
-    let rt = t.rt.clone();
-    if !rt.namespaced && t.ns.is_some() {
-        return Err(ApiError::no_route(path));
-    }
-    let subresource_served = |sub: &str| match sub {
-        "status" => rt.status_subresource || rt.kind == "Namespace",
-        "scale" => rt.scale.is_some(),
-        _ => false,
-    };
-    if let Some(sub) = &t.sub
-        && !subresource_served(sub)
-    {
-        if rt.kind == "Pod" && matches!(sub.as_str(), "log" | "exec" | "attach" | "portforward") {
-            return Err(ApiError::method_not_allowed(format!(
-                "pods/{sub} is not supported by the devcluster: it runs no containers"
-            )));
-        }
-        return Err(ApiError::no_route(path));
-    }
-    let watch = query.get("watch").is_some_and(|w| w == "true" || w == "1");
-    let verb = match (method.as_str(), t.name.is_some()) {
-        ("GET", true) => "get",
-        ("GET", false) if watch => "watch",
-        ("GET", false) => "list",
-        ("POST", false) => "create",
-        ("PUT", true) => "update",
-        ("PATCH", true) => "patch",
-        ("DELETE", true) => "delete",
-        ("DELETE", false) => "deletecollection",
-        _ => {
-            return Err(ApiError::method_not_allowed(format!(
-                "{method} is not supported on {path}"
-            )));
-        }
-    };
-    let (latency, injected) = st.cluster.faults.decide(verb);
+    let req = Request::parse(st, call, group, version, rest)?;
+    let (latency, injected) = st.cluster.faults.decide(req.verb.as_str());
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
     if let Some(e) = injected {
         return Err(e);
     }
-    let cluster = &st.cluster;
-    let ns = t.ns.clone().unwrap_or_default();
-    let accept = headers
-        .get("accept")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let as_table = table::wants_table(accept);
-    let include = query
-        .get("includeObject")
-        .map(String::as_str)
-        .unwrap_or("Metadata");
-    let opts = WriteOpts {
-        dry_run: query.get("dryRun").is_some_and(|d| d == "All"),
-        field_manager: field_manager(query, headers),
-        force: query.get("force").is_some_and(|f| f == "true"),
-        subresource: t.sub.clone().unwrap_or_default(),
-        strict: query.get("fieldValidation").is_some_and(|v| v == "Strict"),
-    };
-    let content_type = headers
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    if content_type.starts_with("application/cbor") {
-        return Err(ApiError::unsupported_media_type(content_type));
-    }
-    let protobuf = content_type.starts_with("application/vnd.kubernetes.protobuf");
-    let parse_body = || -> Result<Value> {
-        if protobuf {
-            return crate::protobuf::decode_body(body);
-        }
-        serde_json::from_slice(body)
-            .or_else(|_| serde_yaml::from_slice(body))
-            .map_err(|e| ApiError::bad_request(format!("invalid body: {e}")))
-    };
-    let name = t.name.clone().unwrap_or_default();
-    if t.sub.as_deref() == Some("scale") {
-        let kind = (verb == "patch")
-            .then(|| PatchType::from_content_type(content_type))
+    if req.target.sub.as_deref() == Some("scale") {
+        let kind = (req.verb == Verb::Patch)
+            .then(|| PatchType::from_content_type(req.content_type))
             .transpose()?;
-        let scale = scale::handle(cluster, &rt, version, &ns, &name, verb, kind, body, &opts)?;
+        let scale = scale::handle(
+            &st.cluster,
+            req.rt(),
+            version,
+            &req.ns,
+            &req.name,
+            req.verb.as_str(),
+            kind,
+            call.body,
+            &req.opts,
+        )?;
         return Ok(ok(&scale));
     }
-    // A view (events.k8s.io Events) is written as the kind it is stored as.
-    let stored = rt
-        .view
-        .map(|v| view::stored_kind(cluster, v).map(|(s, sv)| (v, s, sv)))
-        .transpose()?;
-    let (write_rt, write_version) = stored
-        .as_ref()
-        .map_or((&rt, version), |(_, s, sv)| (s, *sv));
-    let write_body = |body: Value| match &stored {
-        Some((v, _, _)) => view::to_stored(*v, &body),
-        None => body,
+    match req.verb {
+        Verb::Get => get(st, &req),
+        Verb::List => list::list(
+            st,
+            req.rt(),
+            version,
+            req.target.ns.as_deref(),
+            call.query,
+            req.as_table,
+            req.include(),
+        ),
+        Verb::Watch => watch(st, &req),
+        Verb::Create | Verb::Update => write(st, &req),
+        Verb::Patch => patch(st, &req),
+        Verb::Delete => delete(st, &req),
+        Verb::DeleteCollection => delete_collection(st, &req),
+    }
+}
+
+fn get(st: &AppState, req: &Request<'_>) -> Result<Response> {
+    let cluster = &st.cluster;
+    let obj = req.present(&*cluster.get(req.rt(), &req.ns, &req.name)?);
+    if req.as_table {
+        return Ok(ok(&table::table(
+            req.rt(),
+            &[Arc::new(obj)],
+            cluster.store.current_rv(),
+            None,
+            req.include(),
+        )));
+    }
+    Ok(ok(&obj))
+}
+
+fn watch(st: &AppState, req: &Request<'_>) -> Result<Response> {
+    let call = req.call;
+    let since = match call.query("resourceVersion") {
+        "" => None,
+        rv => Some(
+            rv.parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}")))?,
+        ),
     };
-    match verb {
-        "get" => {
-            let obj = cluster.get(&rt, &ns, &name)?;
-            if as_table {
-                return Ok(ok(&table::table(
-                    &rt,
-                    &[Arc::new(present(&obj, &rt, version))],
-                    cluster.store.current_rv(),
-                    None,
-                    include,
-                )));
-            }
-            Ok(ok(&present(&obj, &rt, version)))
+    let watch = watch::WatchRequest {
+        rt: req.rt().clone(),
+        version: req.version.to_string(),
+        namespace: req.target.ns.clone(),
+        labels: LabelSelector::parse(call.query("labelSelector"))?,
+        fields: FieldSelector::for_kind(call.query("fieldSelector"), req.rt())?,
+        since,
+        bookmarks: call.query("allowWatchBookmarks") == "true",
+        initial_events: call.query("sendInitialEvents") == "true",
+        timeout: call
+            .query
+            .get("timeoutSeconds")
+            .and_then(|s| s.parse().ok())
+            .map(Duration::from_secs),
+        table: req.as_table,
+        bookmark_every: st.bookmark_every,
+    };
+    Ok(watch::start(st.cluster.clone(), watch))
+}
+
+/// Create or update; a view (events.k8s.io Events) is written as the kind it is stored as.
+fn write(st: &AppState, req: &Request<'_>) -> Result<Response> {
+    let cluster = &st.cluster;
+    let mut body = req.parse_body()?;
+    let (rt, version) = match req.rt().view {
+        Some(view) => {
+            body = view::to_stored(view, &body);
+            view::stored_kind(cluster, view)?
         }
-        "list" => list::list(st, &rt, version, t.ns.as_deref(), query, as_table, include),
-        "watch" => {
-            let since = match query.get("resourceVersion").map(String::as_str) {
-                None | Some("") => None,
-                Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
-                    ApiError::bad_request(format!("invalid resourceVersion {rv:?}"))
-                })?),
-            };
-            let req = watch::WatchRequest {
-                rt: rt.clone(),
-                version: version.to_string(),
-                namespace: t.ns.clone(),
-                labels: LabelSelector::parse(
-                    query.get("labelSelector").map(String::as_str).unwrap_or(""),
-                )?,
-                fields: FieldSelector::for_kind(
-                    query.get("fieldSelector").map(String::as_str).unwrap_or(""),
-                    &rt,
-                )?,
-                since,
-                bookmarks: query
-                    .get("allowWatchBookmarks")
-                    .is_some_and(|b| b == "true"),
-                initial_events: query.get("sendInitialEvents").is_some_and(|b| b == "true"),
-                timeout: query
-                    .get("timeoutSeconds")
-                    .and_then(|s| s.parse().ok())
-                    .map(Duration::from_secs),
-                table: as_table,
-                bookmark_every: st.bookmark_every,
-            };
-            Ok(watch::start(cluster.clone(), req))
-        }
-        "create" => {
-            let obj = cluster.create(
-                write_rt,
-                write_version,
-                t.ns.as_deref(),
-                write_body(parse_body()?),
-                &opts,
-            )?;
-            Ok(json_response(201, &present(&obj, &rt, version)))
-        }
-        "update" => {
-            let obj = cluster.update(
-                write_rt,
-                write_version,
-                &ns,
-                &name,
-                write_body(parse_body()?),
-                &opts,
-            )?;
-            Ok(ok(&present(&obj, &rt, version)))
-        }
-        "patch" => {
-            let ct = headers
-                .get("content-type")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("");
-            let kind = PatchType::from_content_type(ct)?;
-            let obj = match rt.view {
-                Some(v) => view::patch(cluster, &rt, version, v, &ns, &name, kind, body, &opts)?,
-                None => cluster.patch(&rt, version, &ns, &name, kind, body, &opts)?,
-            };
-            Ok(ok(&present(&obj, &rt, version)))
-        }
-        "delete" => {
-            let body: Value = if body.is_empty() {
-                json!({})
-            } else {
-                parse_body()?
-            };
-            let dopts = DeleteOpts {
-                dry_run: opts.dry_run
-                    || body["dryRun"]
-                        .as_array()
-                        .is_some_and(|d| d.iter().any(|x| x == "All")),
-                propagation: query
-                    .get("propagationPolicy")
-                    .cloned()
-                    .or_else(|| body["propagationPolicy"].as_str().map(String::from)),
-                uid: body["preconditions"]["uid"].as_str().map(String::from),
-                resource_version: body["preconditions"]["resourceVersion"]
-                    .as_str()
-                    .map(String::from),
-            };
-            let obj = cluster.delete(&rt, &ns, &name, &dopts)?;
-            Ok(ok(&present(&obj, &rt, version)))
-        }
-        _ => {
-            let labels =
-                LabelSelector::parse(query.get("labelSelector").map(String::as_str).unwrap_or(""))?;
-            let fields = FieldSelector::for_kind(
-                query.get("fieldSelector").map(String::as_str).unwrap_or(""),
-                &rt,
-            )?;
-            let (items, _) = cluster.store.list(&rt.key(), t.ns.as_deref());
-            let dopts = DeleteOpts {
-                dry_run: opts.dry_run,
-                ..DeleteOpts::default()
-            };
-            let mut deleted = Vec::new();
-            for o in items
-                .iter()
-                .filter(|o| labels.matches(o) && fields.matches(o))
-            {
-                let n = o["metadata"]["name"].as_str().unwrap_or_default();
-                let ons = o["metadata"]["namespace"].as_str().unwrap_or_default();
-                if let Ok(d) = cluster.delete(&rt, ons, n, &dopts) {
-                    deleted.push(present(&d, &rt, version));
-                }
-            }
-            Ok(ok(
-                &json!({"kind": format!("{}List", rt.kind), "apiVersion": rt.api_version(version),
-                "metadata": {"resourceVersion": cluster.store.current_rv().to_string()}, "items": deleted}),
-            ))
+        None => (req.rt().clone(), req.version),
+    };
+    if req.verb == Verb::Create {
+        let obj = cluster.create(&rt, version, req.target.ns.as_deref(), body, &req.opts)?;
+        return Ok(json_response(201, &req.present(&obj)));
+    }
+    let obj = cluster.update(&rt, version, &req.ns, &req.name, body, &req.opts)?;
+    Ok(ok(&req.present(&obj)))
+}
+
+fn patch(st: &AppState, req: &Request<'_>) -> Result<Response> {
+    let cluster = &st.cluster;
+    let kind = PatchType::from_content_type(req.content_type)?;
+    let (rt, version, body) = (req.rt(), req.version, req.call.body);
+    let obj = match rt.view {
+        Some(v) => view::patch(
+            cluster, rt, version, v, &req.ns, &req.name, kind, body, &req.opts,
+        )?,
+        None => cluster.patch(rt, version, &req.ns, &req.name, kind, body, &req.opts)?,
+    };
+    Ok(ok(&req.present(&obj)))
+}
+
+fn delete(st: &AppState, req: &Request<'_>) -> Result<Response> {
+    let body: Value = if req.call.body.is_empty() {
+        json!({})
+    } else {
+        req.parse_body()?
+    };
+    let dopts = DeleteOpts {
+        dry_run: req.opts.dry_run
+            || body["dryRun"]
+                .as_array()
+                .is_some_and(|d| d.iter().any(|x| x == "All")),
+        propagation: req
+            .call
+            .query
+            .get("propagationPolicy")
+            .cloned()
+            .or_else(|| body["propagationPolicy"].as_str().map(String::from)),
+        uid: body["preconditions"]["uid"].as_str().map(String::from),
+        resource_version: body["preconditions"]["resourceVersion"]
+            .as_str()
+            .map(String::from),
+    };
+    let obj = st.cluster.delete(req.rt(), &req.ns, &req.name, &dopts)?;
+    Ok(ok(&req.present(&obj)))
+}
+
+fn delete_collection(st: &AppState, req: &Request<'_>) -> Result<Response> {
+    let (cluster, rt) = (&st.cluster, req.rt());
+    let labels = LabelSelector::parse(req.call.query("labelSelector"))?;
+    let fields = FieldSelector::for_kind(req.call.query("fieldSelector"), rt)?;
+    let (items, _) = cluster.store.list(&rt.key(), req.target.ns.as_deref());
+    let dopts = DeleteOpts {
+        dry_run: req.opts.dry_run,
+        ..DeleteOpts::default()
+    };
+    let mut deleted = Vec::new();
+    for o in items
+        .iter()
+        .filter(|o| labels.matches(o) && fields.matches(o))
+    {
+        let n = o["metadata"]["name"].as_str().unwrap_or_default();
+        let ons = o["metadata"]["namespace"].as_str().unwrap_or_default();
+        if let Ok(d) = cluster.delete(rt, ons, n, &dopts) {
+            deleted.push(req.present(&d));
         }
     }
+    Ok(ok(&json!({
+        "kind": format!("{}List", rt.kind), "apiVersion": rt.api_version(req.version),
+        "metadata": {"resourceVersion": cluster.store.current_rv().to_string()}, "items": deleted,
+    })))
 }

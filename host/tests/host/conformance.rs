@@ -258,14 +258,15 @@ fn run_case(subject: &Subject, plugin: &Arc<windlass::runtime::Plugin>, case: &P
         stages: vec![stage],
         policy: Default::default(),
     };
-    let result = pipeline.run_after(
-        phase,
-        &input.parent,
-        &input.observed,
-        &input.desired,
-        "2026-01-01T00:00:00Z",
-        &|_, _, _| {},
-    );
+    let result = pipeline.run(windlass::pipeline::Input {
+        earlier: &input.desired,
+        ..windlass::pipeline::Input::new(
+            phase,
+            &input.parent,
+            &input.observed,
+            "2026-01-01T00:00:00Z",
+        )
+    });
 
     if let Ok(expected_error) = std::fs::read_to_string(case.join("error.txt")) {
         let err = result

@@ -14,7 +14,7 @@ use std::{
 
 use serde_json::{Value, json};
 use windlass::{
-    pipeline::{self, Outcome, Pipeline, Stage},
+    pipeline::{self, Input, Outcome, Pipeline, Stage},
     policy::{Grants, HostAccount, Level, PodGrants, Policy, Rule, content},
     runtime::{Error, InstanceMode, Limits, LoadOptions, Phase, Plugin, Request, Runtime},
 };
@@ -119,7 +119,7 @@ fn run_with_policy(stage: Stage, policy: Policy) -> Result<Outcome, pipeline::Er
         stages: vec![stage],
         policy: Arc::new(policy),
     };
-    pipeline.run(Phase::Reconcile, &thing(), &[], NOW)
+    pipeline.run(Input::new(Phase::Reconcile, &thing(), &[], NOW))
 }
 
 /// Exactly these kinds and content grants.
@@ -455,7 +455,7 @@ fn a_claim_cloned_from_another_applications_claim_is_refused() {
         policy: Arc::new(Policy::default()),
     };
     let out = pipeline
-        .run(Phase::Reconcile, &thing(), &[own_claim], NOW)
+        .run(Input::new(Phase::Reconcile, &thing(), &[own_claim], NOW))
         .expect("a clone of the parent's own claim is accepted");
     assert_eq!(produced(&out), vec!["v1/PersistentVolumeClaim shop/loot"]);
     assert_still_serving();
@@ -868,14 +868,10 @@ fn run_exfiltrate(grants: Grants) -> Outcome {
     let observed = [observed_token()];
     let earlier = [db_credentials()];
     pipeline
-        .run_after(
-            Phase::Reconcile,
-            &thing(),
-            &observed,
-            &earlier,
-            NOW,
-            &|_, _, _| {},
-        )
+        .run(Input {
+            earlier: &earlier,
+            ..Input::new(Phase::Reconcile, &thing(), &observed, NOW)
+        })
         .expect("the exfiltrating guest's output passes the policy")
 }
 
@@ -959,7 +955,7 @@ fn a_secret_withheld_from_a_plugin_keeps_its_producer() {
         policy: Default::default(),
     };
     let out = pipeline
-        .run(Phase::Reconcile, &sampledb(), &[], NOW)
+        .run(Input::new(Phase::Reconcile, &sampledb(), &[], NOW))
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(loot(&out), &json!({}));
     let secret = out
@@ -1275,7 +1271,7 @@ fn the_pipeline_keeps_reused_instances_to_the_parents_namespace() {
     };
     let calls = |namespace: &str| {
         let out = pipeline
-            .run(Phase::Reconcile, &thing_in(namespace), &[], NOW)
+            .run(Input::new(Phase::Reconcile, &thing_in(namespace), &[], NOW))
             .unwrap();
         out.status["calls"].as_u64().unwrap()
     };

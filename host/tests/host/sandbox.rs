@@ -8,7 +8,7 @@ use std::{
 
 use serde_json::{Value, json};
 use windlass::{
-    pipeline::{self, Pipeline, Stage},
+    pipeline::{self, Input, Pipeline, Stage},
     runtime::{
         Error, InstanceMode, Limits, LoadOptions, Phase, Plugin, PluginErrorKind, Request, Runtime,
         RuntimeConfig,
@@ -79,7 +79,12 @@ fn run_pipeline(plugin: Plugin) -> Result<pipeline::Outcome, pipeline::Error> {
         stages: vec![Stage::new(Arc::new(plugin))],
         policy: Default::default(),
     };
-    pipeline.run(Phase::Reconcile, &thing(), &[], "2026-01-01T00:00:00Z")
+    pipeline.run(Input::new(
+        Phase::Reconcile,
+        &thing(),
+        &[],
+        "2026-01-01T00:00:00Z",
+    ))
 }
 
 #[test]

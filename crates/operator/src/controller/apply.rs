@@ -24,8 +24,6 @@ pub const PRODUCED_BY_ANNOTATION: &str = "windlass.dev/produced-by";
 /// Annotation on every child: a hash of what the host last applied (the decorated object
 /// without this annotation). See [`up_to_date`].
 pub const APPLIED_ANNOTATION: &str = "windlass.dev/applied";
-/// The finalizer the host holds while a plugin has cleanup to do.
-pub const FINALIZER: &str = "windlass.dev/finalize";
 
 /// Kinds whose objects hold data: never pruned because a plugin stopped wanting them. Only a
 /// finalize phase that reported success lets them go (through owner-reference GC).

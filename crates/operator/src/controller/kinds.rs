@@ -107,7 +107,11 @@ pub async fn run(shared: Arc<Shared>) {
     }
 }
 
-/// Starts the controller of one parent kind.
+/// A watch feeding a controller: its events as triggers, and the task draining the watch.
+type Triggers = futures::stream::BoxStream<'static, Result<DynamicObject, watcher::Error>>;
+
+/// Starts the controller of one parent kind: a cache per observed kind, the parents' watch,
+/// and the controller over them, all stopped together when the returned task is aborted.
 async fn start(
     shared: Arc<Shared>,
     parent: ParentKind,
@@ -115,62 +119,18 @@ async fn start(
 ) -> Result<tokio::task::JoinHandle<()>, Error> {
     let key = parent.key();
     let (resource, namespaced) = shared.discovery.resolve(&key).await?;
-    let client = shared.client.clone();
     let queue = Arc::new(Queue::new(shared.metrics.queue_depth_of(&key)));
     let mut caches = Vec::new();
-    let mut streams = Vec::new();
+    let mut children = Vec::new();
     let mut feeders = Vec::new();
     for kind in observed {
         let (ar, _) = shared.discovery.resolve(kind).await?;
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-        let writer = reflector::store::Writer::new(ar.clone());
-        let reader = writer.as_reader();
-        let stream = reflector::reflector(
-            writer,
-            watcher(api, watcher::Config::default().labels(PARENT_UID_LABEL)),
-        )
-        .default_backoff();
-        let index = Arc::new(ChildIndex::default());
-        // The cache is driven by a task of its own, not by the controller: the controller stops
-        // polling its triggers while `concurrency` reconciles run, and reconciles wait for the
-        // caches to be ready, so a cache fed only through the controller could stall a fresh
-        // start with many parents. The task keeps the child index and forwards each touched
-        // object (applied, listed or deleted) to the controller as a trigger.
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<DynamicObject>();
-        let feeder_index = index.clone();
-        let feeder_queue = queue.clone();
-        feeders.push(tokio::spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            while let Some(event) = stream.next().await {
-                let Ok(event) = event else { continue };
-                feeder_index.apply(&event);
-                let touched = match event {
-                    watcher::Event::Apply(o)
-                    | watcher::Event::InitApply(o)
-                    | watcher::Event::Delete(o) => o,
-                    watcher::Event::Init | watcher::Event::InitDone => continue,
-                };
-                if let Some(uid) = touched.labels().get(PARENT_UID_LABEL) {
-                    feeder_queue.child_changed(uid);
-                }
-                if tx.send(touched).is_err() {
-                    return;
-                }
-            }
-        }));
-        let triggers = futures::stream::unfold(rx, |mut rx| async move {
-            rx.recv().await.map(|o| (Ok::<_, watcher::Error>(o), rx))
-        });
-        caches.push(Cache {
-            resource: ar.clone(),
-            store: reader,
-            index,
-        });
-        streams.push((ar, triggers));
+        let (cache, triggers, feeder) = watch_children(&shared, &ar, &queue);
+        caches.push(cache);
+        children.push((ar, triggers));
+        feeders.push(Owned(feeder));
     }
-    // The parents' watch, drained by a task of its own like the children's, so that the queue
-    // depth counts a change when it arrives, not when the controller gets round to it.
-    let api: Api<DynamicObject> = Api::all_with(client, &resource);
+    let api: Api<DynamicObject> = Api::all_with(shared.client.clone(), &resource);
     let writer = reflector::store::Writer::new(resource.clone());
     let parents = writer.as_reader();
     let ctx = Arc::new(KindCtx {
@@ -189,84 +149,27 @@ async fn start(
     });
     let stream =
         reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Result<DynamicObject, watcher::Error>>();
-    let feeder_queue = queue.clone();
-    // Weak: the controller task owns the context, and this task must not keep it alive.
-    let feeder_ctx = Arc::downgrade(&ctx);
-    feeders.push(tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        while let Some(event) = stream.next().await {
-            let trigger = match event {
-                Ok(watcher::Event::Apply(o)) => {
-                    feeder_queue.parent_changed(&o.uid().unwrap_or_default());
-                    Ok(o)
-                }
-                Ok(watcher::Event::InitApply(o)) => {
-                    feeder_queue.parent_listed(&o.uid().unwrap_or_default());
-                    Ok(o)
-                }
-                Ok(watcher::Event::Delete(o)) => {
-                    let uid = o.uid().unwrap_or_default();
-                    feeder_queue.parent_deleted(&uid);
-                    if let Some(ctx) = feeder_ctx.upgrade() {
-                        ctx.remembered.forget(&uid);
-                        // Its rate-limit buckets too (a parent deleted without a finalize
-                        // phase never reached the forget at its end).
-                        ctx.shared.reconciles.forget_parent(&uid);
-                        ctx.shared.events.forget_parent(&uid);
-                    }
-                    continue;
-                }
-                Ok(watcher::Event::Init) => {
-                    feeder_queue.relist_started();
-                    continue;
-                }
-                Ok(watcher::Event::InitDone) => {
-                    feeder_queue.relist_done();
-                    if let Some(ctx) = feeder_ctx.upgrade() {
-                        ctx.remembered.keep_listed();
-                    }
-                    continue;
-                }
-                // Passed on for the controller to report, as its own watch did.
-                Err(e) => Err(e),
-            };
-            if tx.send(trigger).is_err() {
-                return;
-            }
-        }
-    }));
-    let parent_triggers =
-        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|o| (o, rx)) });
-    let swapped = queue.clone();
-    let mut controller = Controller::for_stream_with(parent_triggers, parents, resource.clone())
+    let (parent_triggers, feeder) = feed_parents(stream, queue.clone(), Arc::downgrade(&ctx));
+    feeders.push(Owned(feeder));
+    let swapped = queue;
+    let mut controller = Controller::for_stream_with(parent_triggers, parents, resource)
         .with_config(ControllerConfig::default().concurrency(shared.settings.concurrency))
         .reconcile_all_on(
             each_change(shared.registry.trigger(&key)).inspect(move |()| swapped.all_changed()),
         );
-    for (ar, stream) in streams {
+    for (ar, triggers) in children {
         let ctx = ctx.clone();
         controller = controller.watches_stream_with(
-            stream,
+            triggers,
             move |child: DynamicObject| {
-                let uid = child
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(PARENT_UID_LABEL))
-                    .cloned();
-                uid.and_then(|uid| ctx.remembered.parent(&uid))
+                let uid = child.labels().get(PARENT_UID_LABEL)?;
+                ctx.remembered.parent(uid)
             },
             ar,
         );
     }
-    let feeders: Vec<Owned> = feeders.into_iter().map(Owned).collect();
-    let caches = ctx
-        .caches
-        .iter()
-        .map(|cache| cache.store.clone())
-        .collect::<Vec<_>>();
-    let task = tokio::spawn(async move {
+    let caches: Vec<_> = ctx.caches.iter().map(|c| c.store.clone()).collect();
+    Ok(tokio::spawn(async move {
         // Stopping the controller (aborting this task) stops its caches too.
         let _feeders = feeders;
         wait_for_caches(&caches).await;
@@ -278,8 +181,137 @@ async fn start(
                 }
             })
             .await;
+    }))
+}
+
+/// The cache of one observed kind (objects carrying a parent uid label), with its child index.
+///
+/// The cache is driven by a task of its own, not by the controller: the controller stops
+/// polling its triggers while `concurrency` reconciles run, and reconciles wait for the caches
+/// to be ready, so a cache fed only through the controller could stall a fresh start with many
+/// parents. The task keeps the child index and forwards each touched object (applied, listed or
+/// deleted) to the controller as a trigger.
+fn watch_children(
+    shared: &Shared,
+    ar: &ApiResource,
+    queue: &Arc<Queue>,
+) -> (Cache, Triggers, tokio::task::JoinHandle<()>) {
+    let api: Api<DynamicObject> = Api::all_with(shared.client.clone(), ar);
+    let writer = reflector::store::Writer::new(ar.clone());
+    let store = writer.as_reader();
+    let stream = reflector::reflector(
+        writer,
+        watcher(api, watcher::Config::default().labels(PARENT_UID_LABEL)),
+    )
+    .default_backoff();
+    let index = Arc::new(ChildIndex::default());
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<DynamicObject>();
+    let feeder_index = index.clone();
+    let queue = queue.clone();
+    let feeder = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            let Ok(event) = event else { continue };
+            feeder_index.apply(&event);
+            let touched = match event {
+                watcher::Event::Apply(o)
+                | watcher::Event::InitApply(o)
+                | watcher::Event::Delete(o) => o,
+                watcher::Event::Init | watcher::Event::InitDone => continue,
+            };
+            if let Some(uid) = touched.labels().get(PARENT_UID_LABEL) {
+                queue.child_changed(uid);
+            }
+            if tx.send(touched).is_err() {
+                return;
+            }
+        }
     });
-    Ok(task)
+    let triggers = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|o| (Ok::<_, watcher::Error>(o), rx))
+    })
+    .boxed();
+    let cache = Cache {
+        resource: ar.clone(),
+        store,
+        index,
+    };
+    (cache, triggers, feeder)
+}
+
+/// Drains the parents' watch in a task of its own, like the children's, so that the queue
+/// depth counts a change when it arrives, not when the controller gets round to it; forgets
+/// what the host remembers of a deleted parent. `ctx` is weak: the controller task owns the
+/// context, and this task must not keep it alive.
+fn feed_parents(
+    stream: impl futures::Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>>
+    + Send
+    + 'static,
+    queue: Arc<Queue>,
+    ctx: std::sync::Weak<KindCtx>,
+) -> (Triggers, tokio::task::JoinHandle<()>) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Result<DynamicObject, watcher::Error>>();
+    let feeder = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            let trigger = match event {
+                Ok(event) => match parent_event(event, &queue, &ctx) {
+                    Some(parent) => Ok(parent),
+                    None => continue,
+                },
+                // Passed on for the controller to report, as its own watch did.
+                Err(e) => Err(e),
+            };
+            if tx.send(trigger).is_err() {
+                return;
+            }
+        }
+    });
+    let triggers =
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|o| (o, rx)) })
+            .boxed();
+    (triggers, feeder)
+}
+
+/// Accounts for one event of the parents' watch; the parent to reconcile, if any.
+fn parent_event(
+    event: watcher::Event<DynamicObject>,
+    queue: &Queue,
+    ctx: &std::sync::Weak<KindCtx>,
+) -> Option<DynamicObject> {
+    match event {
+        watcher::Event::Apply(o) => {
+            queue.parent_changed(&o.uid().unwrap_or_default());
+            Some(o)
+        }
+        watcher::Event::InitApply(o) => {
+            queue.parent_listed(&o.uid().unwrap_or_default());
+            Some(o)
+        }
+        watcher::Event::Delete(o) => {
+            let uid = o.uid().unwrap_or_default();
+            queue.parent_deleted(&uid);
+            if let Some(ctx) = ctx.upgrade() {
+                ctx.remembered.forget(&uid);
+                // Its rate-limit buckets too (a parent deleted without a finalize phase never
+                // reached the forget at its end).
+                ctx.shared.reconciles.forget_parent(&uid);
+                ctx.shared.events.forget_parent(&uid);
+            }
+            None
+        }
+        watcher::Event::Init => {
+            queue.relist_started();
+            None
+        }
+        watcher::Event::InitDone => {
+            queue.relist_done();
+            if let Some(ctx) = ctx.upgrade() {
+                ctx.remembered.keep_listed();
+            }
+            None
+        }
+    }
 }
 
 /// Waits, as the only waiter, until every cache has listed once; reconciles start only then.

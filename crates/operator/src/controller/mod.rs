@@ -8,13 +8,18 @@
 //! - `kinds.rs`: starts and stops one controller per parent kind as WasmPlugins come and go.
 //! - `index.rs`: which cached children carry which parent's uid label.
 //! - `queue.rs`: how many parents wait for a reconcile (the queue-depth metric).
-//! - `parent.rs`: one reconcile: observe, run the pipeline, apply, prune, status, finalize.
+//! - `canary.rs`: a new plugin version tried on a few parents, applying nothing, before it
+//!   serves.
+//! - `parent.rs`: one reconcile: observe, run the pipeline, apply, prune, status.
+//! - `finalizer.rs`: the host's finalizer on parents whose plugins finalize.
 //! - `apply.rs`, `status.rs`: the pure decisions those make.
 //! - `leader.rs`: leader election on a Lease.
 
 pub mod apply;
+mod canary;
 mod discovery;
 pub mod fetch;
+mod finalizer;
 pub mod index;
 mod kinds;
 pub mod leader;

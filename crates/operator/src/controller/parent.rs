@@ -16,16 +16,17 @@ use kube::{
         reflector::ObjectRef,
     },
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{
     Error,
-    apply::{self, Claim, FINALIZER, Ownership, PARENT_UID_LABEL, ParentRef},
+    apply::{self, Claim, Ownership, PARENT_UID_LABEL, ParentRef},
+    finalizer,
     kinds::KindCtx,
     status,
 };
 use windlass_contract::Phase;
-use windlass_policy::pipeline::{Desired, Outcome, Pipeline};
+use windlass_policy::pipeline::{Desired, Input, Outcome, Pipeline};
 
 use crate::metrics::KindResult;
 
@@ -94,13 +95,8 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
         source,
     })?;
     let deleting = obj.metadata.deletion_timestamp.is_some();
-    let has_finalizer = obj.finalizers().iter().any(|f| f == FINALIZER);
-    if deleting && !has_finalizer {
+    if !finalizer::hold(obj, ctx, &pipeline).await? {
         return Ok(Action::await_change());
-    }
-    let finalizes = pipeline.stages.iter().any(|s| s.plugin.info().finalizes);
-    if !deleting && finalizes && !has_finalizer {
-        set_finalizer(obj, ctx, true).await?;
     }
     let observed = apply::ours(observe(obj, ctx), &uid);
     tracing::debug!(observed = observed.len(), "observed from the caches");
@@ -171,9 +167,7 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
     let floor = ctx.shared.settings.min_requeue;
     if deleting {
         if outcome.finalized {
-            set_finalizer(obj, ctx, false).await?;
-            ctx.shared.reconciles.forget_parent(&uid);
-            ctx.shared.events.forget_parent(&uid);
+            finalizer::release(obj, ctx).await?;
             return Ok(Action::await_change());
         }
         return Ok(Action::requeue(
@@ -216,16 +210,24 @@ fn observe(obj: &DynamicObject, ctx: &KindCtx) -> Vec<Value> {
             if child.labels().get(PARENT_UID_LABEL) != Some(&uid) {
                 continue;
             }
-            match crate::k8s::typed_json(&child, &cache.resource) {
-                Ok(v) => out.push(v),
-                // Not expected of an object that was decoded from JSON; said rather than lost.
-                Err(e) => {
-                    tracing::warn!(child = %child.name_any(), error = %e, "an observed child cannot be encoded; left out")
-                }
-            }
+            out.extend(observed_json(&child, &cache.resource));
         }
     }
     out
+}
+
+/// A child as the JSON a plugin observes (`apiVersion` and `kind` set); none, with a warning,
+/// for one that cannot be encoded — not expected of an object decoded from JSON, and said
+/// rather than lost. Reconciles and the canary observe through this.
+pub(super) fn observed_json(
+    child: &DynamicObject,
+    resource: &kube::discovery::ApiResource,
+) -> Option<Value> {
+    crate::k8s::typed_json(child, resource)
+        .inspect_err(|e| {
+            tracing::warn!(child = %child.name_any(), error = %e, "an observed child cannot be encoded; left out");
+        })
+        .ok()
 }
 
 /// Runs the pipeline on a blocking thread (plugin calls are synchronous), recording calls.
@@ -242,10 +244,7 @@ async fn run_pipeline(
     tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
         pipeline.run_observed(
-            phase,
-            &parent,
-            &observed,
-            &now,
+            Input::new(phase, &parent, &observed, &now),
             &|plugin, stats, outcome| {
                 metrics.record_call(plugin.name(), stats, outcome);
             },
@@ -423,37 +422,23 @@ async fn prune(ctx: &KindCtx, plan: &[&Value]) -> Result<(), Error> {
     Ok(())
 }
 
-fn parent_api(obj: &DynamicObject, ctx: &KindCtx) -> Api<DynamicObject> {
-    match obj.namespace() {
-        Some(ns) if ctx.namespaced => {
-            Api::namespaced_with(ctx.shared.client.clone(), &ns, &ctx.resource)
-        }
-        _ => Api::all_with(ctx.shared.client.clone(), &ctx.resource),
-    }
-}
-
-/// Adds or removes the host's finalizer, guarded by the resourceVersion read so that another
-/// controller's concurrent finalizer change is never overwritten.
-async fn set_finalizer(obj: &DynamicObject, ctx: &KindCtx, present: bool) -> Result<(), Error> {
-    let mut finalizers: Vec<String> = obj.finalizers().to_vec();
-    finalizers.retain(|f| f != FINALIZER);
-    if present {
-        finalizers.push(FINALIZER.to_string());
-    }
-    let patch =
-        json!({"metadata": {"finalizers": finalizers, "resourceVersion": obj.resource_version()}});
-    parent_api(obj, ctx)
-        .patch(
-            &obj.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?;
-    Ok(())
+/// The API of the parent's kind in the parent's scope (which a parent from the watch fits).
+pub(super) fn parent_api(obj: &DynamicObject, ctx: &KindCtx) -> Result<Api<DynamicObject>, Error> {
+    let namespace = obj.namespace();
+    crate::k8s::api(
+        ctx.shared.client.clone(),
+        &ctx.resource,
+        namespace.as_deref(),
+        ctx.namespaced,
+    )
+    .ok_or_else(|| Error::Discovery {
+        kind: ctx.parent.key(),
+        why: format!("parent {} does not fit its kind's scope", obj.name_any()),
+    })
 }
 
 async fn write_status(obj: &DynamicObject, ctx: &KindCtx, patch: &Value) -> Result<(), Error> {
-    parent_api(obj, ctx)
+    parent_api(obj, ctx)?
         .patch_status(
             &obj.name_any(),
             &PatchParams::default(),

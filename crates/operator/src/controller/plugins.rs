@@ -14,14 +14,14 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{
     Api, ResourceExt,
-    api::{DynamicObject, ListParams, Patch, PatchParams},
+    api::{Patch, PatchParams},
     runtime::{WatchStreamExt, watcher},
 };
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{Error, Owned, Shared, apply::PARENT_UID_LABEL, fetch};
-use windlass_contract::{InstanceMode, Limits, LoadOptions, Phase};
+use super::{Error, Owned, Shared, fetch};
+use windlass_contract::{InstanceMode, Limits, LoadOptions};
 use windlass_policy::{
     Grants, Level, PodGrants, Policy,
     pipeline::{FailurePolicy, Stage},
@@ -330,7 +330,7 @@ impl Loader {
                 crd::FailurePolicy::Ignore => FailurePolicy::Ignore,
             },
         };
-        self.canary(name, spec, &stage).await?;
+        super::canary::check(shared, name, spec, &stage).await?;
         tracing::info!(
             wasm_plugin = name,
             plugin = stage.plugin.name(),
@@ -347,88 +347,6 @@ impl Loader {
             shared.engine.forget(old);
         }
         Ok(true)
-    }
-
-    /// Runs the pipeline with the new version on a few existing parents, applying nothing. A
-    /// version that traps, times out, runs out of memory, returns forbidden output or refuses
-    /// its config there is refused before it serves anything. A parent the new version calls
-    /// invalid does not count against it.
-    async fn canary(&self, name: &str, spec: &WasmPluginSpec, stage: &Stage) -> Result<(), Error> {
-        const CANARY_PARENTS: u32 = 3;
-        let shared = &self.shared;
-        let Ok((resource, _)) = shared.discovery.resolve(&spec.parent.key()).await else {
-            return Ok(()); // no parents can exist yet
-        };
-        let pipeline = Arc::new(shared.registry.candidate(name, spec, stage.clone()));
-        let api: Api<DynamicObject> = Api::all_with(shared.client.clone(), &resource);
-        let parents = api
-            .list(&ListParams::default().limit(CANARY_PARENTS))
-            .await?;
-        for parent in parents
-            .items
-            .into_iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-        {
-            let uid = parent.uid().unwrap_or_default();
-            let namespace = parent.namespace();
-            let mut observed = Vec::new();
-            let kinds: BTreeSet<String> = pipeline
-                .stages
-                .iter()
-                .flat_map(|s| s.observed_kinds().map(String::from))
-                .collect();
-            for kind in kinds {
-                let Ok((ar, namespaced)) = shared.discovery.resolve(&kind).await else {
-                    continue;
-                };
-                // Children share the parent's scope (the policy refuses the rest): never a
-                // cluster-wide list of a namespaced kind.
-                let Some(api) =
-                    crate::k8s::api(shared.client.clone(), &ar, namespace.as_deref(), namespaced)
-                else {
-                    continue;
-                };
-                let selector = format!("{PARENT_UID_LABEL}={uid}");
-                for child in api
-                    .list(&ListParams::default().labels(&selector))
-                    .await?
-                    .items
-                {
-                    observed.push(crate::k8s::typed_json(&child, &ar).map_err(|source| {
-                        Error::Encode {
-                            object: format!("{} {}", ar.kind, child.name_any()),
-                            source,
-                        }
-                    })?);
-                }
-            }
-            // As in a reconcile: only what the parent controls, never an object that merely
-            // carries its label.
-            let observed = super::apply::ours(observed, &uid);
-            let parent_json =
-                crate::k8s::typed_json(&parent, &resource).map_err(|source| Error::Encode {
-                    object: parent.name_any(),
-                    source,
-                })?;
-            let run = pipeline.clone();
-            let now = windlass_contract::now_rfc3339();
-            let result = tokio::task::spawn_blocking(move || {
-                run.run(Phase::Reconcile, &parent_json, &observed, &now)
-            })
-            .await
-            .map_err(|e| Error::Join(e.to_string()))?;
-            if let Err(e) = result
-                && e.plugin() == Some(stage.plugin.name())
-                && !e.blames_parent()
-            {
-                let parent = match &namespace {
-                    Some(ns) => format!("{ns}/{}", parent.name_any()),
-                    None => parent.name_any(),
-                };
-                return Err(Error::Canary { parent, source: e });
-            }
-        }
-        Ok(())
     }
 
     /// Watches one ConfigMap (by name: least privilege) and reloads the WasmPlugins that point
