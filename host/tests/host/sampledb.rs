@@ -502,12 +502,10 @@ async fn a_sampledb_lives_from_create_through_backup_failover_upgrade_to_a_snaps
 
     let sts: StatefulSet = k.get("orders").await.expect("StatefulSet");
     assert_eq!(image(&sts), "sampledb:16.4");
-    let owner = &sts.owner_references()[0];
-    assert_eq!(
-        (owner.kind.as_str(), owner.uid.as_str()),
-        ("SampleDB", uid.as_str())
-    );
-    assert_eq!(owner.controller, Some(true));
+    // It holds the data and a plugin finalizes: held, not owned, so no garbage collection
+    // (a foreground deletion of the SampleDB) reaches its claims before the final snapshots.
+    assert!(sts.owner_references().is_empty(), "the StatefulSet is held");
+    assert_eq!(sts.labels()["windlass.dev/parent-uid"], uid);
     assert_eq!(sts.labels()["app.kubernetes.io/part-of"], "sampledb");
     let container = &sts
         .spec
@@ -932,5 +930,68 @@ async fn restore_runs_before_ready_a_failed_snapshot_or_retain_keeps_the_volumes
         !timeline.any_prefixed("VolumeSnapshot", "data-dropped-"),
         "deletionPolicy Delete takes no snapshot"
     );
+    dev.shutdown().await;
+}
+
+/// A SampleDB deleted with foreground propagation (`kubectl delete --cascade=foreground`, Argo
+/// CD's default): the garbage collector deletes the parent's dependents, and theirs, before the
+/// parent, while the host's finalizer still holds the parent for its finalize phase. The
+/// volumes must still outlive the final snapshots, as with a background deletion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_foreground_deletion_takes_no_volume_before_its_final_snapshot() {
+    let dev = start().await;
+    let k = Cluster::new(&dev);
+    k.create_db(
+        "fg",
+        json!({"version": "16.4", "replicas": 2, "storage": {"size": "1Gi"}}),
+    )
+    .await
+    .expect("created");
+    k.status_until("fg", "Ready", |s| s["phase"] == "Ready")
+        .await;
+    let uid = k.db("fg").await.expect("fg")["metadata"]["uid"]
+        .as_str()
+        .expect("a uid")
+        .to_string();
+    let timeline = k.record();
+    k.dbs()
+        .delete("fg", &DeleteParams::foreground())
+        .await
+        .expect("delete");
+    eventually("fg gone", || async {
+        k.db("fg").await.is_none().then_some(())
+    })
+    .await;
+    eventually("its PVCs gone", || async {
+        let pvcs = k
+            .api::<PersistentVolumeClaim>()
+            .list(&ListParams::default())
+            .await
+            .expect("list");
+        (!pvcs
+            .items
+            .iter()
+            .any(|p| p.name_any().starts_with("data-fg-")))
+        .then_some(())
+    })
+    .await;
+    for i in 0..2 {
+        let pvc = format!("data-fg-{i}");
+        let name = sampledb_api::names::final_snapshot(&pvc, &uid);
+        timeline.assert_before(
+            (
+                &format!("{name} ready"),
+                timeline.first("VolumeSnapshot", &name, |e| {
+                    e.object["status"]["readyToUse"] == true
+                }),
+            ),
+            (
+                &format!("{pvc} deleted"),
+                timeline.first("PersistentVolumeClaim", &pvc, |e| {
+                    e.verb == "deleted" || e.object["metadata"]["deletionTimestamp"].is_string()
+                }),
+            ),
+        );
+    }
     dev.shutdown().await;
 }

@@ -37,6 +37,20 @@ pub const PROTECTED_KINDS: &[&str] = &[
 /// what is left of its data, so it must outlive the parent (owner-reference GC would take it).
 pub const OUTLIVING_KINDS: &[&str] = &["snapshot.storage.k8s.io/v1/VolumeSnapshot"];
 
+/// Whether a desired object holds data through what it makes: a StatefulSet with claim
+/// templates (its claims go with it when its retention policy says `Delete`). While the parent
+/// has a finalize phase pending, such an object is [`Ownership::Held`]: not a dependent of the
+/// parent, so that no garbage collection — a foreground deletion of the parent deletes its
+/// dependents and theirs first — can take the data before the finalize phase has kept it.
+pub fn holds_data(object: &Value) -> bool {
+    let kind = kind_of(object);
+    kind == "apps/v1/StatefulSet"
+        && object
+            .pointer("/spec/volumeClaimTemplates")
+            .and_then(Value::as_array)
+            .is_some_and(|t| !t.is_empty())
+}
+
 /// How the host applies an object it may write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ownership {
@@ -45,6 +59,10 @@ pub enum Ownership {
     /// No owner reference: the object outlives the parent ([`OUTLIVING_KINDS`]). The host's
     /// record of it is the parent-uid label and its field manager. Never pruned.
     Unowned,
+    /// No owner reference while the parent's finalize phase is pending ([`holds_data`]): the
+    /// garbage collector cannot reach it. Never pruned; the host deletes it itself once the
+    /// finalize phase has succeeded (unless the parent is deleted with `orphan`).
+    Held,
     /// Another controller that is one of the parent's children (a StatefulSet owning its Pods)
     /// or a cluster controller working from the parent's templates made it: the plugin may set
     /// labels and annotations only, applied without force and without an owner reference.
@@ -67,8 +85,18 @@ pub enum Claim {
 
 /// The uids of the objects the parent controls, directly or through its children (a
 /// StatefulSet it controls, that StatefulSet's Pods; a CronJob, its Jobs, their Pods).
+///
+/// Every observed object carries the parent's uid label; one without a controller (a held
+/// StatefulSet, a snapshot, a retained claim) is the parent's too, and so are its dependents.
 pub fn family(observed: &[Value], parent_uid: &str) -> HashSet<String> {
     let mut family: HashSet<String> = HashSet::from([parent_uid.to_string()]);
+    family.extend(
+        observed
+            .iter()
+            .filter(|o| controller_uid(o).is_none())
+            .filter_map(uid_of)
+            .map(str::to_string),
+    );
     loop {
         let before = family.len();
         for o in observed {
@@ -99,27 +127,38 @@ pub fn ours(observed: Vec<Value>, parent_uid: &str) -> Vec<Value> {
 /// Decides what the host may do with `desired`, given the object of the same identity that
 /// exists (`existing`, from the parent's observed children or a read), and the parent's
 /// [`family`].
+///
+/// `finalizing`: the parent has a finalize phase pending (its pipeline finalizes), so an object
+/// that [`holds_data`] is held rather than controlled.
 pub fn claim(
     desired: &Desired,
     existing: Option<&Value>,
     parent_uid: &str,
     family: &HashSet<String>,
+    finalizing: bool,
 ) -> Claim {
     let outliving = OUTLIVING_KINDS.contains(&desired.object.kind.as_str());
+    let data = holds_data(&desired.object.object);
+    let own = if finalizing && data {
+        Ownership::Held
+    } else {
+        Ownership::Controller
+    };
     let Some(existing) = existing else {
-        return Claim::New(if outliving {
-            Ownership::Unowned
-        } else {
-            Ownership::Controller
-        });
+        return Claim::New(if outliving { Ownership::Unowned } else { own });
     };
     let labelled = existing
         .pointer("/metadata/labels")
         .and_then(|l| l.get(PARENT_UID_LABEL))
         .and_then(Value::as_str)
         == Some(parent_uid);
+    // Applied by the host (a template-made object carries the label, not the provenance).
+    let applied = existing
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(PRODUCED_BY_ANNOTATION))
+        .is_some();
     match controller_uid(existing) {
-        Some(uid) if uid == parent_uid => Claim::Owned(Ownership::Controller),
+        Some(uid) if uid == parent_uid => Claim::Owned(own),
         Some(uid) if family.contains(uid) => match labels_only(&desired.object.object) {
             Ok(()) => Claim::Owned(Ownership::LabelsOnly),
             Err(field) => Claim::NotOwned(format!(
@@ -131,6 +170,8 @@ pub fn claim(
         // plugin reads back, and another application's layout is none of its business.
         Some(_) => Claim::NotOwned("exists and is not this parent's child".into()),
         None if labelled && outliving => Claim::Owned(Ownership::Unowned),
+        // Held before (or still): the host's own, owned again once nothing is to finalize.
+        None if labelled && applied && data => Claim::Owned(own),
         None if labelled => match labels_only(&desired.object.object) {
             Ok(()) => Claim::Owned(Ownership::LabelsOnly),
             Err(field) => Claim::NotOwned(format!(
@@ -371,6 +412,19 @@ pub fn prune_plan<'a>(
         .collect()
 }
 
+/// The held objects ([`Ownership::Held`]) among what a parent observes: the host's to delete
+/// once the parent's finalize phase has succeeded.
+pub fn held<'a>(observed: &'a [Value]) -> impl Iterator<Item = &'a Value> {
+    observed.iter().filter(|o| {
+        controller_uid(o).is_none()
+            && holds_data(o)
+            && o.pointer("/metadata/annotations")
+                .and_then(|a| a.get(PRODUCED_BY_ANNOTATION))
+                .is_some()
+            && o.pointer("/metadata/deletionTimestamp").is_none()
+    })
+}
+
 /// True when `object` has a controller owner reference to the parent with this uid.
 pub fn controlled_by(object: &Value, uid: &str) -> bool {
     object
@@ -558,6 +612,79 @@ mod tests {
     }
 
     #[test]
+    fn a_data_bearing_statefulset_is_held_while_a_finalize_phase_is_pending() {
+        let body = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "orders"},
+            "spec": {"volumeClaimTemplates": [{"metadata": {"name": "data"}}]}});
+        let sts = desired("apps/v1/StatefulSet", "orders", body.clone());
+        let stateless = desired(
+            "apps/v1/StatefulSet",
+            "orders",
+            json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "orders"}, "spec": {}}),
+        );
+        let none = family(&[], "u-1");
+        assert_eq!(
+            claim(&sts, None, "u-1", &none, true),
+            Claim::New(Ownership::Held)
+        );
+        assert_eq!(
+            claim(&sts, None, "u-1", &none, false),
+            Claim::New(Ownership::Controller)
+        );
+        assert_eq!(
+            claim(&stateless, None, "u-1", &none, true),
+            Claim::New(Ownership::Controller)
+        );
+        // Held: no owner reference, so no garbage collection reaches it.
+        let out = decorate(&sts, &parent(), Ownership::Held);
+        assert!(out["metadata"].get("ownerReferences").is_none());
+        assert_eq!(out["metadata"]["labels"][PARENT_UID_LABEL], "u-1");
+        // One the parent controls (applied before) is held from now on; a held one is owned
+        // again once nothing is to finalize.
+        let controlled = child("StatefulSet", "apps/v1", "orders", Some("u-1"));
+        assert_eq!(
+            claim(&sts, Some(&controlled), "u-1", &none, true),
+            Claim::Owned(Ownership::Held)
+        );
+        let mut held = labelled(with_uid(body, "s-1"), "u-1");
+        held["metadata"]["annotations"] = json!({PRODUCED_BY_ANNOTATION: "storage@sha256:1"});
+        assert_eq!(
+            claim(&sts, Some(&held), "u-1", &none, true),
+            Claim::Owned(Ownership::Held)
+        );
+        assert_eq!(
+            claim(&sts, Some(&held), "u-1", &none, false),
+            Claim::Owned(Ownership::Controller)
+        );
+        // Without the host's provenance it was not applied by the host: labels only, as before.
+        let mut made = held.clone();
+        made["metadata"]["annotations"] = json!({});
+        assert!(matches!(
+            claim(&sts, Some(&made), "u-1", &none, true),
+            Claim::NotOwned(_)
+        ));
+        // The host deletes it after a finalize phase; its Pods stay the parent's meanwhile.
+        let pod = with_uid(child("Pod", "v1", "orders-0", Some("s-1")), "p-1");
+        let observed = [held.clone(), pod, controlled];
+        assert_eq!(held_objects(&observed), vec!["orders"]);
+        assert!(family(&observed, "u-1").contains("p-1"));
+        assert!(
+            prune_plan(
+                &observed[..1],
+                &[],
+                "u-1",
+                &HashSet::from(["apps/v1/StatefulSet".to_string()])
+            )
+            .is_empty()
+        );
+    }
+
+    fn held_objects(observed: &[Value]) -> Vec<&str> {
+        held(observed)
+            .map(|o| o["metadata"]["name"].as_str().unwrap_or_default())
+            .collect()
+    }
+
+    #[test]
     fn new_objects_are_created_and_snapshots_without_an_owner() {
         let snap = desired(
             "snapshot.storage.k8s.io/v1/VolumeSnapshot",
@@ -566,7 +693,7 @@ mod tests {
         );
         let family = family(&[], "u-1");
         assert_eq!(
-            claim(&snap, None, "u-1", &family),
+            claim(&snap, None, "u-1", &family, false),
             Claim::New(Ownership::Unowned)
         );
         let out = decorate(&snap, &parent(), Ownership::Unowned);
@@ -582,7 +709,7 @@ mod tests {
             "u-1",
         );
         assert_eq!(
-            claim(&snap, Some(&existing), "u-1", &family),
+            claim(&snap, Some(&existing), "u-1", &family, false),
             Claim::Owned(Ownership::Unowned)
         );
         let cm = desired(
@@ -591,7 +718,7 @@ mod tests {
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}),
         );
         assert_eq!(
-            claim(&cm, None, "u-1", &family),
+            claim(&cm, None, "u-1", &family, false),
             Claim::New(Ownership::Controller)
         );
     }
@@ -606,7 +733,7 @@ mod tests {
         let family = family(&[], "u-1");
         // Another application's object, with no owner at all.
         let plain = child("Secret", "v1", "app-secret", None);
-        let Claim::NotOwned(why) = claim(&secret, Some(&plain), "u-1", &family) else {
+        let Claim::NotOwned(why) = claim(&secret, Some(&plain), "u-1", &family, false) else {
             panic!("taken over")
         };
         assert_eq!(why, "exists and is not this parent's child");
@@ -614,7 +741,7 @@ mod tests {
         let mut theirs = child("Secret", "v1", "app-secret", Some("u-2"));
         theirs["metadata"]["ownerReferences"][0]["kind"] = json!("SampleDB");
         theirs["metadata"]["ownerReferences"][0]["name"] = json!("other");
-        let Claim::NotOwned(why) = claim(&secret, Some(&theirs), "u-1", &family) else {
+        let Claim::NotOwned(why) = claim(&secret, Some(&theirs), "u-1", &family, false) else {
             panic!("re-parented")
         };
         assert_eq!(why, "exists and is not this parent's child");
@@ -627,7 +754,7 @@ mod tests {
             json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "app-secret"}, "data": {"password": "cHduZWQ="}}),
         );
         assert!(matches!(
-            claim(&with_data, Some(&forged), "u-1", &family),
+            claim(&with_data, Some(&forged), "u-1", &family, false),
             Claim::NotOwned(_)
         ));
     }
@@ -651,7 +778,7 @@ mod tests {
             json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "orders-0", "labels": {"role": "primary"}}}),
         );
         assert_eq!(
-            claim(&label, Some(&pod), "u-1", &family),
+            claim(&label, Some(&pod), "u-1", &family, false),
             Claim::Owned(Ownership::LabelsOnly)
         );
         let respec = desired(
@@ -659,7 +786,7 @@ mod tests {
             "orders-0",
             json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "orders-0"}, "spec": {"nodeName": "n"}}),
         );
-        let Claim::NotOwned(why) = claim(&respec, Some(&pod), "u-1", &family) else {
+        let Claim::NotOwned(why) = claim(&respec, Some(&pod), "u-1", &family, false) else {
             panic!("a Pod's spec was accepted")
         };
         assert_eq!(

@@ -132,7 +132,8 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
         uid: uid.clone(),
     };
     tracing::debug!(desired = outcome.desired.len(), "pipeline ran");
-    if let Err(e) = apply_all(ctx, &outcome, &parent_ref, &observed).await {
+    let finalizing = pipeline.stages.iter().any(|s| s.plugin.info().finalizes);
+    if let Err(e) = apply_all(ctx, &outcome, &parent_ref, &observed, finalizing).await {
         if let Error::NotOwned { plugin, .. } = &e {
             ctx.shared.metrics.record_refusal(plugin, "ObjectNotOwned");
         }
@@ -167,7 +168,7 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
     let floor = ctx.shared.settings.min_requeue;
     if deleting {
         if outcome.finalized {
-            finalizer::release(obj, ctx).await?;
+            finalizer::release(obj, ctx, &observed).await?;
             return Ok(Action::await_change());
         }
         return Ok(Action::requeue(
@@ -271,6 +272,7 @@ async fn apply_all(
     outcome: &Outcome,
     parent: &ParentRef,
     observed: &[Value],
+    finalizing: bool,
 ) -> Result<(), Error> {
     let family = apply::family(observed, &parent.uid);
     let manager = apply::field_manager(&parent.uid);
@@ -280,7 +282,7 @@ async fn apply_all(
     };
     // Reads of what was not observed: does something of that name exist already?
     let reads = outcome.desired.iter().map(|desired| async {
-        let claim = apply::claim(desired, find(desired), &parent.uid, &family);
+        let claim = apply::claim(desired, find(desired), &parent.uid, &family, finalizing);
         if !matches!(claim, Claim::New(_)) {
             return Ok::<_, Error>(claim);
         }
@@ -303,6 +305,7 @@ async fn apply_all(
             existing.as_ref(),
             &parent.uid,
             &family,
+            finalizing,
         ))
     });
     let claims = futures::future::try_join_all(reads).await?;
