@@ -18,7 +18,8 @@ pub enum JobState {
     Failed {
         /// When it failed, RFC 3339 (the condition's transition time, else the Job's start).
         at: Option<String>,
-        /// The condition's message, else its reason.
+        /// The condition's reason and message (`BackoffLimitExceeded: Job has reached …`), or
+        /// whichever of the two it has.
         message: String,
     },
 }
@@ -45,9 +46,12 @@ pub fn job_state(job: &Value) -> JobState {
         let at = text(c.get("lastTransitionTime"))
             .or_else(|| text(job.pointer("/status/startTime")))
             .or_else(|| text(job.pointer("/metadata/creationTimestamp")));
-        let message = text(c.get("message"))
-            .or_else(|| text(c.get("reason")))
-            .unwrap_or_else(|| "the Job failed".into());
+        let message = match (text(c.get("reason")), text(c.get("message"))) {
+            (Some(reason), Some(message)) => format!("{reason}: {message}"),
+            (reason, message) => message
+                .or(reason)
+                .unwrap_or_else(|| "the Job failed".into()),
+        };
         return JobState::Failed { at, message };
     }
     if let Some(c) = holds("Complete") {

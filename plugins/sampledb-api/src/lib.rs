@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 #[cfg(feature = "schema")]
 pub mod crd;
 pub mod pod;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 /// API group of SampleDB.
 pub const GROUP: &str = "samples.windlass.dev";

@@ -55,7 +55,7 @@ fn default_image() -> String {
 }
 
 /// How soon to look again while waiting on replicas or the init Job.
-const REQUEUE: Duration = Duration::from_secs(10);
+pub const REQUEUE: Duration = Duration::from_secs(10);
 
 #[cfg(target_arch = "wasm32")]
 windlass_sdk::export!(Storage);
@@ -189,4 +189,19 @@ fn report(ctx: &Context, spec: &SampleDbSpec, ready: i32, init: &Init, out: &mut
 }
 
 #[cfg(test)]
-mod tests;
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities_and_config_keys_are_checked() {
+        assert!(
+            is_quantity("10Gi")
+                && is_quantity("500M")
+                && is_quantity("1.5Gi")
+                && is_quantity("1024")
+        );
+        assert!(!is_quantity("Gi") && !is_quantity("10 Gi") && !is_quantity("10GB"));
+        assert!(is_config_key("shared_buffers") && is_config_key("a.b-c"));
+        assert!(!is_config_key("") && !is_config_key("a/b") && !is_config_key("a b"));
+    }
+}

@@ -64,7 +64,7 @@ fn default_backup_claim() -> String {
 }
 
 /// How soon to look again while an upgrade is in progress.
-const REQUEUE: Duration = Duration::from_secs(10);
+pub const REQUEUE: Duration = Duration::from_secs(10);
 
 /// The condition this plugin reports.
 const CONDITION: &str = "Upgrade";
@@ -344,6 +344,3 @@ fn rolled(ctx: &Context, name: &str, image: &str) -> bool {
         && text("/status/currentRevision").is_some()
         && text("/status/currentRevision") == text("/status/updateRevision")
 }
-
-#[cfg(test)]
-mod tests;

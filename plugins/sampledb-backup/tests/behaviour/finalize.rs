@@ -3,7 +3,9 @@ use std::time::Duration;
 use sampledb_backup::{Backup, VOLUME_SNAPSHOT};
 use windlass_sdk::{Output, Value, json, testing::Harness};
 
-use crate::{DB, job, observed_sts, run, with_status};
+use sampledb_api::testing::{JobState, job};
+
+use crate::{db, observed_sts, run, with_status};
 
 fn pvc(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name}})
@@ -15,7 +17,7 @@ fn snapshot(name: &str, status: Value) -> Value {
 }
 
 fn deleting(policy: &str) -> Harness {
-    Harness::from_yaml(DB)
+    Harness::new(db())
         .with_parent(|p| {
             p["spec"]["deletionPolicy"] = json!(policy);
             p["metadata"]["deletionTimestamp"] = json!("2026-01-02T00:00:00Z");
@@ -235,9 +237,7 @@ fn a_final_dump_job_can_replace_the_snapshots() {
 fn job_done() -> Value {
     job(
         "orders-final-backup",
-        None,
-        "Complete",
-        "2026-01-02T00:01:00Z",
+        JobState::Complete("2026-01-02T00:01:00Z"),
     )
 }
 
@@ -245,9 +245,7 @@ fn job_done() -> Value {
 fn a_failed_final_dump_holds_the_finalizer() {
     let out = run(&dumping().observed([job(
         "orders-final-backup",
-        None,
-        "Failed",
-        "2026-01-02T00:01:00Z",
+        JobState::Failed("2026-01-02T00:01:00Z"),
     )]));
     assert!(!out.is_finalized());
     assert_eq!(

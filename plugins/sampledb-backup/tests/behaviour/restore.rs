@@ -3,10 +3,12 @@ use std::time::Duration;
 use sampledb_backup::Backup;
 use windlass_sdk::{Error, Output, json, testing::Harness};
 
-use crate::{DB, job, observed_sts, run, with_status};
+use sampledb_api::testing::{JobState, job};
+
+use crate::{db, observed_sts, run, with_status};
 
 fn restoring() -> Harness {
-    Harness::from_yaml(DB).with_parent(|p| p["spec"]["restoreFrom"] = json!("orders-backup-2"))
+    Harness::new(db()).with_parent(|p| p["spec"]["restoreFrom"] = json!("orders-backup-2"))
 }
 
 fn restore_job(out: &Output) -> Option<&windlass_sdk::Value> {
@@ -52,10 +54,8 @@ fn once_a_replica_is_ready_the_restore_job_loads_the_backup() {
     assert_eq!(out.condition_of("Restored").unwrap().reason, "Restoring");
     assert_eq!(out.requeue(), Some(Duration::from_secs(10)));
     // Still running: still wanted, still restoring.
-    let out = run(&restoring().observed([
-        observed_sts(3, 1),
-        job("orders-restore", None, "Running", ""),
-    ]));
+    let out =
+        run(&restoring().observed([observed_sts(3, 1), job("orders-restore", JobState::Running)]));
     assert!(restore_job(&out).is_some());
     assert_eq!(out.status_fragment()["phase"], "Restoring");
 }
@@ -64,7 +64,7 @@ fn once_a_replica_is_ready_the_restore_job_loads_the_backup() {
 fn a_completed_restore_is_recorded_and_its_job_kept_until_the_status_shows_it() {
     let done = restoring().observed([
         observed_sts(3, 3),
-        job("orders-restore", None, "Complete", "2026-01-01T00:05:00Z"),
+        job("orders-restore", JobState::Complete("2026-01-01T00:05:00Z")),
     ]);
     let out = run(&done);
     assert_eq!(out.status_fragment()["restoredFrom"], "orders-backup-2");
@@ -93,7 +93,7 @@ fn a_completed_restore_is_recorded_and_its_job_kept_until_the_status_shows_it() 
 fn a_failed_restore_keeps_its_job_and_never_reports_ready() {
     let failed = restoring().observed([
         observed_sts(3, 3),
-        job("orders-restore", None, "Failed", "2026-01-01T00:05:00Z"),
+        job("orders-restore", JobState::Failed("2026-01-01T00:05:00Z")),
     ]);
     let out = run(&failed);
     assert!(restore_job(&out).is_some());
@@ -138,7 +138,7 @@ fn a_changed_restore_from_does_not_restore_again() {
 
 #[test]
 fn restore_from_must_be_a_backup_name() {
-    let err = Harness::from_yaml(DB)
+    let err = Harness::new(db())
         .with_parent(|p| p["spec"]["restoreFrom"] = json!("../../etc/passwd"))
         .run::<Backup>()
         .unwrap_err();
@@ -147,7 +147,7 @@ fn restore_from_must_be_a_backup_name() {
 
 #[test]
 fn without_restore_from_nothing_is_restored() {
-    let out = run(&Harness::from_yaml(DB).observed([observed_sts(3, 3)]));
+    let out = run(&Harness::new(db()).observed([observed_sts(3, 3)]));
     assert!(restore_job(&out).is_none());
     assert!(out.condition_of("Restored").is_none());
 }

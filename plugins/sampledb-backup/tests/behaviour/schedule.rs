@@ -1,7 +1,9 @@
 use sampledb_backup::{Backup, schedule::is_cron_schedule};
 use windlass_sdk::{Error, Value, json, testing::Harness};
 
-use crate::{DB, desired_sts, job, observed_sts, run, with_status};
+use sampledb_api::testing::{JobState, job, scheduled};
+
+use crate::{db, desired_sts, observed_sts, run, with_status};
 
 fn cronjob_pod(out: &windlass_sdk::Output) -> Value {
     out.find("batch/v1/CronJob", "orders-backup").unwrap()["spec"]["jobTemplate"]["spec"]
@@ -11,7 +13,7 @@ fn cronjob_pod(out: &windlass_sdk::Output) -> Value {
 
 #[test]
 fn a_backup_schedule_makes_a_cronjob_that_dumps_with_the_database_image_and_connection_details() {
-    let out = run(&Harness::from_yaml(DB).desired([desired_sts("mirror/sampledb:16.4")]));
+    let out = run(&Harness::new(db()).desired([desired_sts("mirror/sampledb:16.4")]));
     let cj = out.find("batch/v1/CronJob", "orders-backup").unwrap();
     assert_eq!(cj["spec"]["schedule"], "0 3 * * *");
     assert_eq!(cj["spec"]["concurrencyPolicy"], "Forbid");
@@ -62,7 +64,7 @@ fn a_backup_schedule_makes_a_cronjob_that_dumps_with_the_database_image_and_conn
 
 #[test]
 fn backup_pods_are_never_selected_by_the_database_services() {
-    let out = run(&Harness::from_yaml(DB));
+    let out = run(&Harness::new(db()));
     let labels = &cronjob_pod(&out)["metadata"]["labels"];
     assert_eq!(labels["app.kubernetes.io/instance"], "orders");
     assert_ne!(labels["app.kubernetes.io/name"], "sampledb");
@@ -73,19 +75,19 @@ fn the_image_comes_from_the_observed_statefulset_then_from_config() {
     let mut sts = desired_sts("reg:5000/sampledb:16.3");
     sts["status"] = json!({"replicas": 3});
     // What runs wins over what storage wants (during an upgrade they differ).
-    let out = run(&Harness::from_yaml(DB)
+    let out = run(&Harness::new(db())
         .observed([sts])
         .desired([desired_sts("reg:5000/sampledb:17.0")]));
     assert_eq!(
         cronjob_pod(&out)["spec"]["containers"][0]["image"],
         "reg:5000/sampledb:16.3"
     );
-    let out = run(&Harness::from_yaml(DB).config(json!({"image": "mirror/sampledb"})));
+    let out = run(&Harness::new(db()).config(json!({"image": "mirror/sampledb"})));
     assert_eq!(
         cronjob_pod(&out)["spec"]["containers"][0]["image"],
         "mirror/sampledb:16.4"
     );
-    let out = run(&Harness::from_yaml(DB));
+    let out = run(&Harness::new(db()));
     assert_eq!(
         cronjob_pod(&out)["spec"]["containers"][0]["image"],
         "sampledb:16.4"
@@ -94,7 +96,7 @@ fn the_image_comes_from_the_observed_statefulset_then_from_config() {
 
 #[test]
 fn the_backup_claim_and_a_named_credentials_secret_are_used() {
-    let out = run(&Harness::from_yaml(DB)
+    let out = run(&Harness::new(db())
         .config(json!({"backupClaim": "nightly"}))
         .with_parent(|p| p["spec"]["credentials"] = json!({"secretName": "orders-admin"})));
     let pod = cronjob_pod(&out);
@@ -110,7 +112,7 @@ fn the_backup_claim_and_a_named_credentials_secret_are_used() {
 
 #[test]
 fn without_a_backup_schedule_there_is_no_cronjob() {
-    let h = Harness::from_yaml(DB).with_parent(|p| {
+    let h = Harness::new(db()).with_parent(|p| {
         p["spec"].as_object_mut().unwrap().remove("backup");
     });
     let out = run(&h);
@@ -121,27 +123,27 @@ fn without_a_backup_schedule_there_is_no_cronjob() {
 
 #[test]
 fn the_last_backup_is_the_newest_completed_job_of_the_cronjob() {
-    let h = Harness::from_yaml(DB).observed([
-        job(
-            "orders-backup-1",
-            Some("orders-backup"),
-            "Complete",
-            "2026-01-01T03:01:00Z",
+    let h = Harness::new(db()).observed([
+        scheduled(
+            job(
+                "orders-backup-1",
+                JobState::Complete("2026-01-01T03:01:00Z"),
+            ),
+            "orders-backup",
         ),
-        job(
-            "orders-backup-2",
-            Some("orders-backup"),
-            "Complete",
-            "2026-01-02T03:01:00Z",
+        scheduled(
+            job(
+                "orders-backup-2",
+                JobState::Complete("2026-01-02T03:01:00Z"),
+            ),
+            "orders-backup",
         ),
-        job("orders-backup-3", Some("orders-backup"), "Running", ""),
-        job(
-            "other-backup-9",
-            Some("other-backup"),
-            "Complete",
-            "2026-01-05T03:01:00Z",
+        scheduled(job("orders-backup-3", JobState::Running), "orders-backup"),
+        scheduled(
+            job("other-backup-9", JobState::Complete("2026-01-05T03:01:00Z")),
+            "other-backup",
         ),
-        job("orders-restore", None, "Complete", "2026-01-06T03:01:00Z"),
+        job("orders-restore", JobState::Complete("2026-01-06T03:01:00Z")),
         observed_sts(3, 3),
     ]);
     let out = run(&h);
@@ -163,11 +165,7 @@ fn the_last_backup_is_the_newest_completed_job_of_the_cronjob() {
 
 #[test]
 fn the_previous_last_backup_is_kept_when_retention_deleted_every_completed_job() {
-    let h = with_status(
-        Harness::from_yaml(DB),
-        "lastBackup",
-        json!("orders-backup-7"),
-    );
+    let h = with_status(Harness::new(db()), "lastBackup", json!("orders-backup-7"));
     let h = with_status(h, "lastBackupTime", json!("2026-01-07T03:01:00Z"));
     let out = run(&h);
     assert_eq!(out.status_fragment()["lastBackup"], "orders-backup-7");
@@ -178,36 +176,36 @@ fn the_previous_last_backup_is_kept_when_retention_deleted_every_completed_job()
     assert!(out.condition_of("BackupSucceeded").unwrap().status);
     assert!(out.events().is_empty());
     // An older completed Job does not replace a newer recorded backup.
-    let out = run(&h.observed([job(
-        "orders-backup-5",
-        Some("orders-backup"),
-        "Complete",
-        "2026-01-05T03:01:00Z",
+    let out = run(&h.observed([scheduled(
+        job(
+            "orders-backup-5",
+            JobState::Complete("2026-01-05T03:01:00Z"),
+        ),
+        "orders-backup",
     )]));
     assert_eq!(out.status_fragment()["lastBackup"], "orders-backup-7");
 }
 
 #[test]
 fn no_backup_yet_means_no_backup_condition() {
-    let out = run(&Harness::from_yaml(DB));
+    let out = run(&Harness::new(db()));
     assert!(out.condition_of("BackupSucceeded").is_none());
     assert!(out.status_fragment().get("lastBackup").is_none());
 }
 
 #[test]
 fn a_backup_that_failed_after_the_last_success_is_a_warning_reported_once() {
-    let h = Harness::from_yaml(DB).observed([
-        job(
-            "orders-backup-1",
-            Some("orders-backup"),
-            "Complete",
-            "2026-01-01T03:01:00Z",
+    let h = Harness::new(db()).observed([
+        scheduled(
+            job(
+                "orders-backup-1",
+                JobState::Complete("2026-01-01T03:01:00Z"),
+            ),
+            "orders-backup",
         ),
-        job(
-            "orders-backup-2",
-            Some("orders-backup"),
-            "Failed",
-            "2026-01-02T03:05:00Z",
+        scheduled(
+            job("orders-backup-2", JobState::Failed("2026-01-02T03:05:00Z")),
+            "orders-backup",
         ),
     ]);
     let out = run(&h);
@@ -231,11 +229,9 @@ fn a_backup_that_failed_after_the_last_success_is_a_warning_reported_once() {
 
 #[test]
 fn a_failure_without_any_success_is_reported_too() {
-    let out = run(&Harness::from_yaml(DB).observed([job(
-        "orders-backup-1",
-        Some("orders-backup"),
-        "Failed",
-        "2026-01-01T03:05:00Z",
+    let out = run(&Harness::new(db()).observed([scheduled(
+        job("orders-backup-1", JobState::Failed("2026-01-01T03:05:00Z")),
+        "orders-backup",
     )]));
     assert_eq!(
         out.condition_of("BackupSucceeded").unwrap().reason,
@@ -245,18 +241,17 @@ fn a_failure_without_any_success_is_reported_too() {
 
 #[test]
 fn an_older_failure_does_not_hide_a_newer_success() {
-    let out = run(&Harness::from_yaml(DB).observed([
-        job(
-            "orders-backup-1",
-            Some("orders-backup"),
-            "Failed",
-            "2026-01-01T03:05:00Z",
+    let out = run(&Harness::new(db()).observed([
+        scheduled(
+            job("orders-backup-1", JobState::Failed("2026-01-01T03:05:00Z")),
+            "orders-backup",
         ),
-        job(
-            "orders-backup-2",
-            Some("orders-backup"),
-            "Complete",
-            "2026-01-02T03:01:00Z",
+        scheduled(
+            job(
+                "orders-backup-2",
+                JobState::Complete("2026-01-02T03:01:00Z"),
+            ),
+            "orders-backup",
         ),
     ]));
     assert!(out.condition_of("BackupSucceeded").unwrap().status);
@@ -266,7 +261,7 @@ fn an_older_failure_does_not_hide_a_newer_success() {
 #[test]
 fn bad_schedules_and_retention_are_refused_naming_the_field() {
     let bad = |edit: fn(&mut Value)| {
-        Harness::from_yaml(DB)
+        Harness::new(db())
             .with_parent(edit)
             .run::<Backup>()
             .unwrap_err()
@@ -311,12 +306,12 @@ fn cron_schedules_are_five_fields_or_a_macro() {
 
 #[test]
 fn unknown_config_keys_are_refused_naming_the_key() {
-    let err = Harness::from_yaml(DB)
+    let err = Harness::new(db())
         .config(json!({"backupClaims": "x"}))
         .run::<Backup>()
         .unwrap_err();
     assert!(matches!(err, Error::InvalidConfig(m) if m.contains("backupClaims")));
-    let err = Harness::from_yaml(DB)
+    let err = Harness::new(db())
         .config(json!({"finalBackup": "tape"}))
         .run::<Backup>()
         .unwrap_err();

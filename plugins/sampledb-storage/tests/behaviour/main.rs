@@ -1,18 +1,19 @@
 #![allow(clippy::unwrap_used)] // Tests: a panic is the failure report.
 
-use super::*;
-use windlass_sdk::{Value, json, testing::Harness};
+use sampledb_api::testing::{JobState, job};
+use sampledb_storage::*;
+use windlass_sdk::{Error, Output, Value, json, testing::Harness};
 
-const DB: &str = r#"
-apiVersion: samples.windlass.dev/v1alpha1
-kind: SampleDB
-metadata: {name: orders, namespace: shop, uid: 4c1f0d6e-0000-4000-8000-000000000001}
-spec:
-  version: "16.4"
-  replicas: 3
-  storage: {size: 10Gi, storageClassName: fast}
-  config: {max_connections: "200"}
-"#;
+/// When an observed Job finished.
+const AT: &str = "2026-01-01T00:05:00Z";
+
+fn db() -> Value {
+    sampledb_api::testing::sampledb(json!({
+        "version": "16.4", "replicas": 3,
+        "storage": {"size": "10Gi", "storageClassName": "fast"},
+        "config": {"max_connections": "200"},
+    }))
+}
 
 const STS_READY: &str = "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: orders}\nstatus: {replicas: 3, readyReplicas: 3}";
 const STS_ONE_READY: &str = "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: orders}\nstatus: {replicas: 3, readyReplicas: 1}";
@@ -21,18 +22,13 @@ fn run(h: Harness) -> Output {
     h.run::<Storage>().unwrap()
 }
 
-fn init_job_observed(condition: Option<&str>) -> String {
-    let status = match condition {
-        Some(c) => format!(
-            "status: {{conditions: [{{type: {c}, status: \"True\", reason: BackoffLimitExceeded}}]}}"
-        ),
-        None => "status: {active: 1}".into(),
-    };
-    format!(
-        "apiVersion: batch/v1\nkind: Job\nmetadata: {{name: orders-init}}\nspec:\n  template:\n    spec:\n      containers: [{{name: init, image: \"sampledb:16.3\"}}]\n{status}"
-    )
+/// The init Job as observed (JSON, a YAML document), with the image it was made with.
+fn init_job_observed(state: JobState<'_>) -> String {
+    let mut job = job("orders-init", state);
+    job["spec"] =
+        json!({"template": {"spec": {"containers": [{"name": "init", "image": "sampledb:16.3"}]}}});
+    job.to_string()
 }
-
 fn container(out: &Output) -> &Value {
     &out.find("apps/v1/StatefulSet", "orders").unwrap()["spec"]["template"]["spec"]["containers"][0]
 }
@@ -54,7 +50,7 @@ fn decode(b64: &Value) -> String {
 
 #[test]
 fn a_new_sampledb_gets_a_statefulset_with_a_claim_template_and_two_services() {
-    let out = run(Harness::from_yaml(DB));
+    let out = run(Harness::new(db()));
     let sts = out.find("apps/v1/StatefulSet", "orders").unwrap();
     assert_eq!(sts["spec"]["replicas"], 3);
     assert_eq!(sts["spec"]["serviceName"], "orders-headless");
@@ -82,7 +78,7 @@ fn a_new_sampledb_gets_a_statefulset_with_a_claim_template_and_two_services() {
 
 #[test]
 fn the_config_map_holds_the_settings_and_the_connection_details() {
-    let out = run(Harness::from_yaml(DB));
+    let out = run(Harness::new(db()));
     let cm = out.find("v1/ConfigMap", "orders-config").unwrap();
     assert_eq!(
         cm["data"],
@@ -92,12 +88,12 @@ fn the_config_map_holds_the_settings_and_the_connection_details() {
 
 #[test]
 fn reserved_or_invalid_config_keys_are_refused() {
-    let err = Harness::from_yaml(DB)
+    let err = Harness::new(db())
         .with_parent(|p| p["spec"]["config"]["host"] = "elsewhere".into())
         .run::<Storage>()
         .unwrap_err();
     assert!(matches!(err, Error::InvalidParent(m) if m.starts_with("spec.config.host")));
-    let err = Harness::from_yaml(DB)
+    let err = Harness::new(db())
         .with_parent(|p| p["spec"]["config"]["a key"] = "x".into())
         .run::<Storage>()
         .unwrap_err();
@@ -106,7 +102,7 @@ fn reserved_or_invalid_config_keys_are_refused() {
 
 #[test]
 fn the_container_reads_the_config_map_and_the_credentials() {
-    let out = run(Harness::from_yaml(DB));
+    let out = run(Harness::new(db()));
     let c = container(&out);
     assert_eq!(
         c["envFrom"],
@@ -120,7 +116,7 @@ fn the_container_reads_the_config_map_and_the_credentials() {
         ])
     );
     // A Secret named by the spec is used, and none is generated.
-    let out = run(Harness::from_yaml(DB)
+    let out = run(Harness::new(db())
         .with_parent(|p| p["spec"]["credentials"] = json!({"secretName": "orders-admin"})));
     assert_eq!(
         container(&out)["env"][1]["valueFrom"]["secretKeyRef"]["name"],
@@ -131,7 +127,7 @@ fn the_container_reads_the_config_map_and_the_credentials() {
 
 #[test]
 fn a_generated_secret_is_immutable_with_a_random_32_character_password() {
-    let (a, b) = (run(Harness::from_yaml(DB)), run(Harness::from_yaml(DB)));
+    let (a, b) = (run(Harness::new(db())), run(Harness::new(db())));
     let secret = a.find("v1/Secret", "orders-credentials").unwrap();
     assert_eq!(secret["immutable"], true);
     assert_eq!(secret["type"], "Opaque");
@@ -151,7 +147,7 @@ fn a_generated_secret_is_immutable_with_a_random_32_character_password() {
 fn an_observed_secret_is_never_rotated() {
     let observed = "apiVersion: v1\nkind: Secret\nmetadata: {name: orders-credentials}\ntype: Opaque\nimmutable: true\ndata: {username: c2FtcGxlZGI=, password: c2VjcmV0c2VjcmV0}";
     for _ in 0..2 {
-        let out = run(Harness::from_yaml(DB).observed_yaml(observed));
+        let out = run(Harness::new(db()).observed_yaml(observed));
         assert_eq!(
             *secret_data(&out),
             json!({"username": "c2FtcGxlZGI=", "password": "c2VjcmV0c2VjcmV0"})
@@ -166,8 +162,7 @@ fn an_observed_secret_is_never_rotated() {
 #[test]
 fn claims_are_kept_on_scale_down_and_follow_the_deletion_policy() {
     let policy = |p: &str| {
-        let out =
-            run(Harness::from_yaml(DB).with_parent(|d| d["spec"]["deletionPolicy"] = p.into()));
+        let out = run(Harness::new(db()).with_parent(|d| d["spec"]["deletionPolicy"] = p.into()));
         out.find("apps/v1/StatefulSet", "orders").unwrap()["spec"]
             ["persistentVolumeClaimRetentionPolicy"]
             .clone()
@@ -180,7 +175,7 @@ fn claims_are_kept_on_scale_down_and_follow_the_deletion_policy() {
         json!({"whenDeleted": "Retain", "whenScaled": "Retain"})
     );
     // Snapshot is the default.
-    let out = run(Harness::from_yaml(DB));
+    let out = run(Harness::new(db()));
     assert_eq!(
         out.find("apps/v1/StatefulSet", "orders").unwrap()["spec"]["persistentVolumeClaimRetentionPolicy"],
         delete
@@ -189,13 +184,13 @@ fn claims_are_kept_on_scale_down_and_follow_the_deletion_policy() {
 
 #[test]
 fn the_init_job_starts_only_once_a_replica_is_ready() {
-    let out = run(Harness::from_yaml(DB));
+    let out = run(Harness::new(db()));
     assert!(out.find("batch/v1/Job", "orders-init").is_none());
     let c = out.condition_of("Initialized").unwrap();
     assert_eq!((c.status, c.reason.as_str()), (false, "WaitingForPrimary"));
     assert_eq!(out.requeue(), Some(REQUEUE));
 
-    let out = run(Harness::from_yaml(DB).observed_yaml(STS_ONE_READY));
+    let out = run(Harness::new(db()).observed_yaml(STS_ONE_READY));
     let job = out.find("batch/v1/Job", "orders-init").unwrap();
     let pod = &job["spec"]["template"]["spec"];
     assert_eq!(job["spec"]["backoffLimit"], 3);
@@ -213,11 +208,11 @@ fn the_init_job_starts_only_once_a_replica_is_ready() {
 
 #[test]
 fn phase_goes_provisioning_initializing_ready() {
-    let out = run(Harness::from_yaml(DB));
+    let out = run(Harness::new(db()));
     assert_eq!(out.status_fragment()["phase"], "Provisioning");
     assert!(!out.condition_of("StorageReady").unwrap().status);
 
-    let out = run(Harness::from_yaml(DB).observed_yaml(STS_READY));
+    let out = run(Harness::new(db()).observed_yaml(STS_READY));
     assert_eq!(out.status_fragment()["phase"], "Initializing");
     assert!(out.condition_of("StorageReady").unwrap().status);
     assert_eq!(out.status_fragment()["readyReplicas"], 3);
@@ -227,8 +222,11 @@ fn phase_goes_provisioning_initializing_ready() {
     );
     assert_eq!(out.requeue(), Some(REQUEUE));
 
-    let done = format!("{STS_READY}\n---\n{}", init_job_observed(Some("Complete")));
-    let out = run(Harness::from_yaml(DB).observed_yaml(&done));
+    let done = format!(
+        "{STS_READY}\n---\n{}",
+        init_job_observed(JobState::Complete(AT))
+    );
+    let out = run(Harness::new(db()).observed_yaml(&done));
     assert_eq!(out.status_fragment()["phase"], "Ready");
     assert_eq!(out.status_fragment()["initialized"], true);
     let c = out.condition_of("Initialized").unwrap();
@@ -238,13 +236,16 @@ fn phase_goes_provisioning_initializing_ready() {
 
 #[test]
 fn a_completed_init_job_is_kept_until_the_status_records_it_and_never_runs_again() {
-    let done = format!("{STS_READY}\n---\n{}", init_job_observed(Some("Complete")));
-    let out = run(Harness::from_yaml(DB).observed_yaml(&done));
+    let done = format!(
+        "{STS_READY}\n---\n{}",
+        init_job_observed(JobState::Complete(AT))
+    );
+    let out = run(Harness::new(db()).observed_yaml(&done));
     // Still desired in this run, so a stale read of the parent cannot recreate it.
     assert!(out.find("batch/v1/Job", "orders-init").is_some());
 
     let initialized =
-        Harness::from_yaml(DB).with_parent(|p| p["status"] = json!({"initialized": true}));
+        Harness::new(db()).with_parent(|p| p["status"] = json!({"initialized": true}));
     for observed in [done.as_str(), STS_READY, STS_ONE_READY] {
         let out = run(initialized.clone().observed_yaml(observed));
         assert!(
@@ -260,8 +261,8 @@ fn a_completed_init_job_is_kept_until_the_status_records_it_and_never_runs_again
 #[test]
 fn a_running_init_job_stays_desired_with_its_own_image() {
     // The replica went away and the version moved on: the Job must neither go nor change.
-    let out = run(Harness::from_yaml(DB)
-        .observed_yaml(&init_job_observed(None))
+    let out = run(Harness::new(db())
+        .observed_yaml(&init_job_observed(JobState::Running))
         .with_parent(|p| p["spec"]["version"] = "16.5".into()));
     let job = out.find("batch/v1/Job", "orders-init").unwrap();
     assert_eq!(
@@ -272,8 +273,11 @@ fn a_running_init_job_stays_desired_with_its_own_image() {
 
 #[test]
 fn a_failed_init_job_is_reported_and_kept() {
-    let failed = format!("{STS_READY}\n---\n{}", init_job_observed(Some("Failed")));
-    let out = run(Harness::from_yaml(DB).observed_yaml(&failed));
+    let failed = format!(
+        "{STS_READY}\n---\n{}",
+        init_job_observed(JobState::Failed(AT))
+    );
+    let out = run(Harness::new(db()).observed_yaml(&failed));
     assert!(out.find("batch/v1/Job", "orders-init").is_some());
     let c = out.condition_of("Initialized").unwrap();
     assert_eq!((c.status, c.reason.as_str()), (false, "InitJobFailed"));
@@ -287,7 +291,7 @@ fn a_failed_init_job_is_reported_and_kept() {
 
 #[test]
 fn a_restored_database_is_not_initialised() {
-    let out = run(Harness::from_yaml(DB)
+    let out = run(Harness::new(db())
         .with_parent(|p| p["spec"]["restoreFrom"] = "orders-backup-7".into())
         .observed_yaml(STS_READY));
     assert!(out.find("batch/v1/Job", "orders-init").is_none());
@@ -300,7 +304,7 @@ fn a_restored_database_is_not_initialised() {
 #[test]
 fn bad_specs_are_refused_naming_the_field() {
     let bad = |edit: fn(&mut Value)| {
-        Harness::from_yaml(DB)
+        Harness::new(db())
             .with_parent(edit)
             .run::<Storage>()
             .unwrap_err()
@@ -322,7 +326,7 @@ fn bad_specs_are_refused_naming_the_field() {
 
 #[test]
 fn the_image_comes_from_config_and_unknown_keys_are_refused() {
-    let out = run(Harness::from_yaml(DB)
+    let out = run(Harness::new(db())
         .config(json!({"image": "mirror/sampledb"}))
         .observed_yaml(STS_ONE_READY));
     assert_eq!(container(&out)["image"], "mirror/sampledb:16.4");
@@ -331,7 +335,7 @@ fn the_image_comes_from_config_and_unknown_keys_are_refused() {
             [0]["image"],
         "mirror/sampledb:16.4"
     );
-    let err = Harness::from_yaml(DB)
+    let err = Harness::new(db())
         .config(json!({"imag": "x"}))
         .run::<Storage>()
         .unwrap_err();
@@ -341,24 +345,14 @@ fn the_image_comes_from_config_and_unknown_keys_are_refused() {
 #[test]
 fn objects_from_earlier_plugins_are_kept() {
     let earlier = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "other"}});
-    let out = run(Harness::from_yaml(DB).desired([earlier]));
+    let out = run(Harness::new(db()).desired([earlier]));
     assert!(out.find("v1/ConfigMap", "other").is_some());
     assert_eq!(out.desired().len(), 6);
 }
 
 #[test]
-fn quantities_and_config_keys_are_checked() {
-    assert!(
-        is_quantity("10Gi") && is_quantity("500M") && is_quantity("1.5Gi") && is_quantity("1024")
-    );
-    assert!(!is_quantity("Gi") && !is_quantity("10 Gi") && !is_quantity("10GB"));
-    assert!(is_config_key("shared_buffers") && is_config_key("a.b-c"));
-    assert!(!is_config_key("") && !is_config_key("a/b") && !is_config_key("a b"));
-}
-
-#[test]
 fn the_database_and_init_pods_run_as_non_root_without_privileges_or_a_token() {
-    let out = run(Harness::from_yaml(DB).observed_yaml(STS_ONE_READY));
+    let out = run(Harness::new(db()).observed_yaml(STS_ONE_READY));
     for (kind, name) in [
         ("apps/v1/StatefulSet", "orders"),
         ("batch/v1/Job", "orders-init"),

@@ -1,19 +1,20 @@
 #![allow(clippy::unwrap_used)] // Tests: a panic is the failure report.
 
-use super::*;
-use windlass_sdk::{json, testing::Harness};
+use sampledb_api::testing::JobState;
+use sampledb_upgrade::*;
+use windlass_sdk::{Error, Output, Value, json, testing::Harness};
 
-const DB: &str = r#"
-apiVersion: samples.windlass.dev/v1alpha1
-kind: SampleDB
-metadata: {name: orders, namespace: shop, uid: 4c1f0d6e-0000-4000-8000-000000000001}
-spec:
-  version: "17.0"
-  replicas: 3
-  storage: {size: 10Gi}
-status:
-  currentVersion: "16.4"
-"#;
+/// When an observed Job finished.
+const AT: &str = "2026-01-01T00:05:00Z";
+
+/// A SampleDB on 16.4 asked for 17.0.
+fn db() -> Value {
+    let mut db = sampledb_api::testing::sampledb(json!({
+        "version": "17.0", "replicas": 3, "storage": {"size": "10Gi"},
+    }));
+    db["status"] = json!({"currentVersion": "16.4"});
+    db
+}
 
 /// The StatefulSet storage would want for version `version`.
 fn storage_sts(version: &str) -> Value {
@@ -27,14 +28,10 @@ fn storage_sts(version: &str) -> Value {
     })
 }
 
-fn job(name: &str, condition: Option<&str>) -> String {
-    let status = condition.map_or_else(
-        || "status: {active: 1}".to_string(),
-        |c| format!("status: {{conditions: [{{type: {c}, status: \"True\", reason: BackoffLimitExceeded}}]}}"),
-    );
-    format!("apiVersion: batch/v1\nkind: Job\nmetadata: {{name: {name}}}\n{status}\n---\n")
+/// An observed Job, as a YAML document (JSON) to add to the observed YAML.
+fn job(name: &str, state: JobState<'_>) -> String {
+    format!("{}\n---\n", sampledb_api::testing::job(name, state))
 }
-
 fn observed_sts(
     image: &str,
     generation: i64,
@@ -50,7 +47,7 @@ fn observed_sts(
 }
 
 fn harness(target: &str, observed: &str) -> Harness {
-    Harness::from_yaml(DB)
+    Harness::new(db())
         .with_parent(|p| p["spec"]["version"] = target.into())
         .desired([storage_sts(target)])
         .observed_yaml(observed)
@@ -190,8 +187,8 @@ fn an_upgrade_backs_up_then_migrates_then_rolls() {
     assert_eq!(pod["restartPolicy"], "Never");
 
     // 2. The backup is done: first the upgrade is recorded, and nothing else starts...
-    let observed =
-        job(backup, Some("Complete")) + &observed_sts("mirror/sampledb:16.4", 1, 1, "orders-2");
+    let observed = job(backup, JobState::Complete(AT))
+        + &observed_sts("mirror/sampledb:16.4", 1, 1, "orders-2");
     let out = run(harness("17.0", &observed));
     assert_eq!(jobs(&out), [backup]);
     assert_eq!(image(&out), "mirror/sampledb:16.4");
@@ -212,8 +209,8 @@ fn an_upgrade_backs_up_then_migrates_then_rolls() {
     );
 
     // 3. Migrated: the image is released; the StatefulSet has not rolled yet.
-    let observed = job(backup, Some("Complete"))
-        + &job(migration, Some("Complete"))
+    let observed = job(backup, JobState::Complete(AT))
+        + &job(migration, JobState::Complete(AT))
         + &observed_sts("mirror/sampledb:16.4", 1, 1, "orders-2");
     let out = run(recorded("17.0", &observed));
     assert_eq!(jobs(&out), [backup, migration]);
@@ -223,8 +220,8 @@ fn an_upgrade_backs_up_then_migrates_then_rolls() {
     assert_eq!(out.status_fragment()["currentVersion"], "16.4");
 
     // 4. Rolled: the new version is recorded, once.
-    let observed = job(backup, Some("Complete"))
-        + &job(migration, Some("Complete"))
+    let observed = job(backup, JobState::Complete(AT))
+        + &job(migration, JobState::Complete(AT))
         + &observed_sts("mirror/sampledb:17.0", 2, 2, "orders-2");
     let out = run(recorded("17.0", &observed));
     assert_eq!(image(&out), "mirror/sampledb:17.0");
@@ -252,8 +249,8 @@ fn a_started_migration_is_finished_before_a_new_spec_version_counts() {
     // Before the migration starts, changing course is safe: nothing is committed.
     let out = run(harness("17.0", ""));
     assert!(out.status_fragment().get("upgradingTo").is_none());
-    let migrated = job(backup, Some("Complete"))
-        + &job(migration, Some("Complete"))
+    let migrated = job(backup, JobState::Complete(AT))
+        + &job(migration, JobState::Complete(AT))
         + &observed_sts("mirror/sampledb:16.4", 1, 1, "orders-2");
     let committed = |target: &str, observed: &str| {
         run(harness(target, observed).with_parent(|p| p["status"]["upgradingTo"] = "17.0".into()))
@@ -274,8 +271,8 @@ fn a_started_migration_is_finished_before_a_new_spec_version_counts() {
         assert_eq!(out.status_fragment()["currentVersion"], "16.4");
     }
     // Rolled: 17.0 is recorded and the commitment cleared.
-    let rolled = job(backup, Some("Complete"))
-        + &job(migration, Some("Complete"))
+    let rolled = job(backup, JobState::Complete(AT))
+        + &job(migration, JobState::Complete(AT))
         + &observed_sts("mirror/sampledb:17.0", 2, 2, "orders-2");
     let out = committed("16.4", &rolled);
     assert_eq!(image(&out), "mirror/sampledb:17.0");
@@ -291,8 +288,8 @@ fn a_started_migration_is_finished_before_a_new_spec_version_counts() {
 
 #[test]
 fn a_roll_in_progress_is_not_taken_for_done() {
-    let done = job("orders-pre-upgrade-17-0", Some("Complete"))
-        + &job("orders-upgrade-17-0", Some("Complete"));
+    let done = job("orders-pre-upgrade-17-0", JobState::Complete(AT))
+        + &job("orders-upgrade-17-0", JobState::Complete(AT));
     for sts in [
         observed_sts("mirror/sampledb:17.0", 2, 1, "orders-2"),
         observed_sts("mirror/sampledb:17.0", 2, 2, "orders-3"),
@@ -319,7 +316,7 @@ fn minor_upgrades_take_the_same_path() {
 fn a_failed_backup_holds_the_upgrade_and_is_kept() {
     let out = run(harness(
         "17.0",
-        &job("orders-pre-upgrade-17-0", Some("Failed")),
+        &job("orders-pre-upgrade-17-0", JobState::Failed(AT)),
     ));
     assert_eq!(jobs(&out), ["orders-pre-upgrade-17-0"]);
     assert_eq!(image(&out), "mirror/sampledb:16.4");
@@ -336,8 +333,8 @@ fn a_failed_backup_holds_the_upgrade_and_is_kept() {
 
 #[test]
 fn a_failed_migration_holds_the_image_and_is_kept() {
-    let observed = job("orders-pre-upgrade-17-0", Some("Complete"))
-        + &job("orders-upgrade-17-0", Some("Failed"));
+    let observed = job("orders-pre-upgrade-17-0", JobState::Complete(AT))
+        + &job("orders-upgrade-17-0", JobState::Failed(AT));
     let out = run(recorded("17.0", &observed));
     assert_eq!(
         jobs(&out),
@@ -366,8 +363,7 @@ fn the_backup_claim_comes_from_config_and_unknown_keys_are_refused() {
 
 #[test]
 fn without_a_statefulset_the_version_logic_still_reports() {
-    let h =
-        |target: &str| Harness::from_yaml(DB).with_parent(|p| p["spec"]["version"] = target.into());
+    let h = |target: &str| Harness::new(db()).with_parent(|p| p["spec"]["version"] = target.into());
     let out = run(h("17.0"));
     assert_eq!(reason(&out), (false, "WaitingForStatefulSet"));
     assert!(out.desired().is_empty());
@@ -407,7 +403,7 @@ fn finalizing_has_nothing_to_clean_up() {
 
 #[test]
 fn backup_and_migration_pods_run_as_non_root_without_privileges_or_a_token() {
-    let observed = job("orders-pre-upgrade-17-0", Some("Complete"))
+    let observed = job("orders-pre-upgrade-17-0", JobState::Complete(AT))
         + &observed_sts("mirror/sampledb:16.4", 1, 1, "orders-2");
     let out = run(recorded("17.0", &observed));
     assert_eq!(
