@@ -1,5 +1,5 @@
 //! The chart ships the CRDs `windlass crds` prints (deploy/helm/windlass/crds/crds.yaml); Helm
-//! installs them before the templates. This fails when the copy falls behind `crd::all()`.
+//! installs them before the templates. This fails when the copy falls behind `windlass::crds()`.
 
 use std::{path::Path, process::Command};
 

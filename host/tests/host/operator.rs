@@ -210,6 +210,19 @@ async fn broken_version_is_refused(bytes: Vec<u8>, pin: Option<&str>, reason: &s
     })
     .await;
     let good = windlass::runtime::digest(&guests::bytes(guests::CHILDREN));
+    let ready_since = |status: &windlass::crd::WasmPluginStatus| {
+        status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready" && c.status == "True")
+            .map(|c| c.last_transition_time.clone())
+    };
+    let loaded = eventually("Ready", || async {
+        ready_since(&env.wasm_plugin("children").await.status?)
+    })
+    .await;
+    // A later status write in another second must keep the transition time: Ready stays True.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     if let Some(pin) = pin {
         env.put_wasm_plugin(
             "children",
@@ -240,6 +253,7 @@ async fn broken_version_is_refused(bytes: Vec<u8>, pin: Option<&str>, reason: &s
         ready.message
     );
     assert_eq!(status.digest.as_deref(), Some(good.as_str()));
+    assert_eq!(ready_since(&status), Some(loaded), "Ready never flipped");
     // The old version still serves: a new parent gets its children.
     env.create_thing("t2", json!({"names": ["x"], "value": "v"}))
         .await;

@@ -4,14 +4,14 @@
 //! running one; the WasmPlugin's status says why.
 
 use std::{
-    collections::{BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap},
     sync::{Arc, Mutex},
     time::Duration,
 };
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{
     Api, ResourceExt,
     api::{Patch, PatchParams},
@@ -20,7 +20,7 @@ use kube::{
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{Error, Owned, Shared, fetch};
+use super::{Error, Owned, Shared, fetch, status};
 use windlass_contract::{InstanceMode, Limits, LoadOptions};
 use windlass_policy::{
     Grants, Level, PodGrants, Policy,
@@ -424,17 +424,26 @@ impl Loader {
                 "no version loaded".to_string(),
             ),
         };
-        // The transition time moves only when the status flips.
-        let since = wp
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
-            .filter(|c| c.status == status)
-            .map_or_else(
-                // Serialized with whole seconds, as the API stores it.
-                || Time(jiff::Timestamp::now()),
-                |c| c.last_transition_time.clone(),
-            );
+        // One condition, merged as a parent's are: the transition time moves only on a flip.
+        let ready = BTreeMap::from([(
+            "Ready".to_string(),
+            status::Cond {
+                status,
+                reason,
+                message: windlass_policy::cut_message(
+                    &message,
+                    windlass_policy::MAX_CONDITION_MESSAGE,
+                ),
+            },
+        )]);
+        let current = serde_json::to_value(wp).map_err(kube::Error::SerdeError)?;
+        let conditions: Vec<Condition> = serde_json::from_value(status::merge_conditions(
+            &current,
+            &ready,
+            wp.metadata.generation.unwrap_or_default(),
+            &windlass_contract::now_rfc3339(),
+        ))
+        .map_err(kube::Error::SerdeError)?;
         let typed = crd::WasmPluginStatus {
             digest: serving.as_ref().map(|(d, _)| d.clone()),
             plugin: plugin.as_ref().map(|p| p.name().to_string()),
@@ -447,17 +456,7 @@ impl Loader {
                 windlass_policy::cut_message(&e.to_string(), windlass_policy::MAX_CONDITION_MESSAGE)
             }),
             observed_generation: wp.metadata.generation,
-            conditions: vec![Condition {
-                type_: "Ready".into(),
-                status: status.into(),
-                reason,
-                message: windlass_policy::cut_message(
-                    &message,
-                    windlass_policy::MAX_CONDITION_MESSAGE,
-                ),
-                last_transition_time: since,
-                observed_generation: wp.metadata.generation,
-            }],
+            conditions,
         };
         let mut body = serde_json::to_value(&typed).map_err(kube::Error::SerdeError)?;
         // A merge patch keeps what it does not mention: a field the typed status leaves out

@@ -1,6 +1,7 @@
 //! The parent's status as the host writes it: plugin status fragments, one condition per
-//! plugin-reported type plus the host's own `Reconciled`, and observedGeneration. Pure; the
-//! write (a merge patch of the status subresource) lives in `parent.rs`.
+//! plugin-reported type plus the host's own `Reconciled`, and observedGeneration; and the
+//! condition merge the WasmPlugin status uses too. Pure; the writes (merge patches of the
+//! status subresource) live in `parent.rs` and `plugins.rs`.
 
 use std::collections::BTreeMap;
 
@@ -11,12 +12,15 @@ use windlass_policy::pipeline::Outcome;
 /// The condition type the host itself reports on every parent.
 pub const RECONCILED: &str = "Reconciled";
 
-/// One condition as Kubernetes stores it.
+/// One condition as Kubernetes stores it (its type is the key it is given under).
 #[derive(Debug, Clone, PartialEq)]
-struct Cond {
-    status: &'static str,
-    reason: String,
-    message: String,
+pub struct Cond {
+    /// `True` or `False`.
+    pub status: &'static str,
+    /// CamelCase reason.
+    pub reason: String,
+    /// Human-readable message.
+    pub message: String,
 }
 
 /// The status merge patch after a successful run.
@@ -93,9 +97,10 @@ pub fn after_failure(parent: &Value, error: &super::Error, now: &str) -> Value {
     json!({ "status": { "conditions": merge_conditions(parent, &conditions, generation, now) } })
 }
 
-/// Existing conditions updated with `new` ones: lastTransitionTime moves only when the status
-/// flips; conditions not mentioned are kept as they were.
-fn merge_conditions(
+/// The conditions of `object` (a parent, a WasmPlugin) updated with `new` ones, by type:
+/// lastTransitionTime moves only when the status flips; conditions not mentioned are kept as
+/// they were. The one condition merge of the host.
+pub fn merge_conditions(
     parent: &Value,
     new: &BTreeMap<String, Cond>,
     generation: i64,
