@@ -3,7 +3,8 @@
 //! - `ci`: what CI runs: installs what the tests need (`.ci/tools`: the wasm target, rustfmt,
 //!   docker-registry, skopeo, helm), checks formatting, builds the plugins (`plugins`) and the
 //!   real control plane (`kube`), runs every test (which builds the misbehaving test guests to
-//!   wasm32-wasip2) on the devcluster, then the end-to-end tests again on real control planes.
+//!   wasm32-wasip2) on the devcluster, then the end-to-end tests again on real control planes,
+//!   then builds the production binary without the `dev` feature.
 //! - `layers`: checks with `cargo tree` that each layer crate links only what its layer may
 //!   (the runtime no Kubernetes client, the operator no wasmtime, the production binary no
 //!   devcluster); `ci` runs it first.
@@ -290,8 +291,18 @@ fn ci() -> Result<()> {
         real.extend(["--test", file]);
     }
     let on_real = test(&real_host, true).and(test(&real, true));
+    // The production binary as the image builds it: without `dev`, so without the devcluster
+    // (the layers check shows it does not link it; this shows it still compiles without it).
+    let production = cargo(&[
+        "build",
+        "-p",
+        "windlass",
+        "--no-default-features",
+        "--bin",
+        "windlass",
+    ]);
     disk_report();
-    on_dev.and(on_real)
+    on_dev.and(on_real).and(production)
 }
 
 /// What each layer must not link, as (package and its `cargo tree` options, forbidden crates by
