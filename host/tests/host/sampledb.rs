@@ -995,3 +995,57 @@ async fn a_foreground_deletion_takes_no_volume_before_its_final_snapshot() {
     }
     dev.shutdown().await;
 }
+
+/// The StatefulSet is held exactly while a plugin finalizes: owned again when the backup
+/// plugin goes, and held again — the next apply drops the owner reference the host set, the
+/// path a StatefulSet from before held objects takes — when it comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_statefulset_is_held_exactly_while_a_plugin_finalizes() {
+    let dev = start().await;
+    let k = Cluster::new(&dev);
+    k.create_db(
+        "held",
+        json!({"version": "16.4", "replicas": 1, "storage": {"size": "1Gi"}}),
+    )
+    .await
+    .expect("created");
+    k.status_until("held", "Ready", |s| s["phase"] == "Ready")
+        .await;
+    let uid = k.db("held").await.expect("held")["metadata"]["uid"]
+        .as_str()
+        .expect("a uid")
+        .to_string();
+    let owned = |sts: &StatefulSet| {
+        sts.owner_references()
+            .iter()
+            .any(|r| r.uid == uid && r.controller == Some(true))
+    };
+    let sts: StatefulSet = k.get("held").await.expect("the StatefulSet");
+    assert!(!owned(&sts), "held while the backup plugin finalizes");
+    let plugins: Api<windlass::crd::WasmPlugin> = Api::all(k.client.clone());
+    let backup = plugins
+        .get("sampledb-backup")
+        .await
+        .expect("the backup WasmPlugin");
+    plugins
+        .delete("sampledb-backup", &DeleteParams::default())
+        .await
+        .expect("the backup WasmPlugin deleted");
+    eventually("the StatefulSet owned once nothing finalizes", || async {
+        owned(&k.get::<StatefulSet>("held").await?).then_some(())
+    })
+    .await;
+    plugins
+        .create(
+            &PostParams::default(),
+            &windlass::crd::WasmPlugin::new("sampledb-backup", backup.spec.clone()),
+        )
+        .await
+        .expect("the backup WasmPlugin back");
+    eventually("the StatefulSet held again", || async {
+        let sts = k.get::<StatefulSet>("held").await?;
+        (!owned(&sts) && sts.labels().get("windlass.dev/parent-uid") == Some(&uid)).then_some(())
+    })
+    .await;
+    dev.shutdown().await;
+}
