@@ -152,11 +152,7 @@ pub fn claim(
         .and_then(|l| l.get(PARENT_UID_LABEL))
         .and_then(Value::as_str)
         == Some(parent_uid);
-    // Applied by the host (a template-made object carries the label, not the provenance).
-    let applied = existing
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(PRODUCED_BY_ANNOTATION))
-        .is_some();
+    let applied = applied_by_host(existing);
     match controller_uid(existing) {
         Some(uid) if uid == parent_uid => Claim::Owned(own),
         Some(uid) if family.contains(uid) => match labels_only(&desired.object.object) {
@@ -205,6 +201,15 @@ fn labels_only(object: &Value) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Whether the host applied `object`: it carries the provenance annotation, which a
+/// template-made object (labelled through its template) does not.
+fn applied_by_host(object: &Value) -> bool {
+    object
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(PRODUCED_BY_ANNOTATION))
+        .is_some()
 }
 
 /// The uid of an object's controller owner reference.
@@ -418,9 +423,7 @@ pub fn held<'a>(observed: &'a [Value]) -> impl Iterator<Item = &'a Value> {
     observed.iter().filter(|o| {
         controller_uid(o).is_none()
             && holds_data(o)
-            && o.pointer("/metadata/annotations")
-                .and_then(|a| a.get(PRODUCED_BY_ANNOTATION))
-                .is_some()
+            && applied_by_host(o)
             && o.pointer("/metadata/deletionTimestamp").is_none()
     })
 }

@@ -4,12 +4,15 @@
 
 use kube::{
     ResourceExt,
-    api::{DeleteParams, DynamicObject, Patch, PatchParams, Preconditions},
+    api::{DynamicObject, Patch, PatchParams},
 };
 use serde_json::{Value, json};
-use windlass_policy::{ObjectKey, pipeline::Pipeline};
 
-use super::{Error, apply, kinds::KindCtx, parent::parent_api};
+use super::{
+    Error, apply,
+    kinds::KindCtx,
+    parent::{delete_children, parent_api},
+};
 
 /// The finalizer the host holds while a plugin has cleanup to do.
 pub const FINALIZER: &str = "windlass.dev/finalize";
@@ -18,20 +21,19 @@ pub const FINALIZER: &str = "windlass.dev/finalize";
 const ORPHAN: &str = "orphan";
 
 /// Whether the host is to reconcile `obj` at all, adding its finalizer first when the parent
-/// lives and a plugin of `pipeline` finalizes. False for a deleting parent the host holds no
-/// finalizer on: nothing of the host's is left to do for it.
+/// lives and a plugin of its pipeline finalizes (`finalizing`). False for a deleting parent the
+/// host holds no finalizer on: nothing of the host's is left to do for it.
 pub(super) async fn hold(
     obj: &DynamicObject,
     ctx: &KindCtx,
-    pipeline: &Pipeline,
+    finalizing: bool,
 ) -> Result<bool, Error> {
     let deleting = obj.metadata.deletion_timestamp.is_some();
     let held = obj.finalizers().iter().any(|f| f == FINALIZER);
     if deleting {
         return Ok(held);
     }
-    let finalizes = pipeline.stages.iter().any(|s| s.plugin.info().finalizes);
-    if finalizes && !held {
+    if finalizing && !held {
         set(obj, ctx, true).await?;
     }
     Ok(true)
@@ -47,52 +49,19 @@ pub(super) async fn release(
     observed: &[Value],
 ) -> Result<(), Error> {
     if !obj.finalizers().iter().any(|f| f == ORPHAN) {
-        for held in apply::held(observed) {
-            delete(ctx, held).await?;
-        }
+        let held: Vec<&Value> = apply::held(observed).collect();
+        delete_children(
+            ctx,
+            &held,
+            "deleting what the host held, the finalize phase done",
+        )
+        .await?;
     }
     set(obj, ctx, false).await?;
     let uid = obj.uid().unwrap_or_default();
     ctx.shared.reconciles.forget_parent(&uid);
     ctx.shared.events.forget_parent(&uid);
     Ok(())
-}
-
-/// Deletes one held object, only if it is still the object observed (its uid), in the
-/// background: a StatefulSet's own retention policy then decides about its claims.
-async fn delete(ctx: &KindCtx, object: &Value) -> Result<(), Error> {
-    let key = ObjectKey::of(object);
-    let (ar, namespaced) = ctx.shared.discovery.resolve(&key.kind).await?;
-    let describe = key.to_string();
-    let api = crate::k8s::api(
-        ctx.shared.client.clone(),
-        &ar,
-        key.namespace.as_deref(),
-        namespaced,
-    )
-    .ok_or_else(|| Error::Discovery {
-        kind: key.kind.clone(),
-        why: format!("{describe} does not fit its kind's scope"),
-    })?;
-    let params = DeleteParams {
-        preconditions: object
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .map(|uid| Preconditions {
-                uid: Some(uid.to_string()),
-                resource_version: None,
-            }),
-        ..DeleteParams::background()
-    };
-    match api.delete(&key.name, &params).await {
-        Ok(_) => Ok(()),
-        // Gone already, or replaced by another object of that name: nothing of ours to delete.
-        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
-        Err(source) => Err(Error::Prune {
-            object: describe,
-            source,
-        }),
-    }
 }
 
 /// Adds or removes the host's finalizer, guarded by the resourceVersion read so that another

@@ -95,7 +95,8 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
         source,
     })?;
     let deleting = obj.metadata.deletion_timestamp.is_some();
-    if !finalizer::hold(obj, ctx, &pipeline).await? {
+    let finalizing = pipeline.stages.iter().any(|s| s.plugin.info().finalizes);
+    if !finalizer::hold(obj, ctx, finalizing).await? {
         return Ok(Action::await_change());
     }
     let observed = apply::ours(observe(obj, ctx), &uid);
@@ -132,7 +133,6 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
         uid: uid.clone(),
     };
     tracing::debug!(desired = outcome.desired.len(), "pipeline ran");
-    let finalizing = pipeline.stages.iter().any(|s| s.plugin.info().finalizes);
     if let Err(e) = apply_all(ctx, &outcome, &parent_ref, &observed, finalizing).await {
         if let Error::NotOwned { plugin, .. } = &e {
             ctx.shared.metrics.record_refusal(plugin, "ObjectNotOwned");
@@ -397,10 +397,21 @@ async fn api_for(
 /// Deletes children no plugin wants any more, each only if it is still the object observed
 /// (a precondition on its uid: one deleted and re-created by someone else is left alone).
 async fn prune(ctx: &KindCtx, plan: &[&Value]) -> Result<(), Error> {
-    for object in plan {
+    delete_children(ctx, plan, "pruning a child no plugin wants any more").await
+}
+
+/// Deletes each of `children` (observed objects of the parent) in the background, only if it
+/// is still the object observed (a uid precondition): one gone already, or replaced by another
+/// object of that name, is nothing of the parent's to delete.
+pub(super) async fn delete_children(
+    ctx: &KindCtx,
+    children: &[&Value],
+    why: &str,
+) -> Result<(), Error> {
+    for object in children {
         let key = windlass_policy::ObjectKey::of(object);
         let api = api_for(ctx, &key.kind, key.namespace.as_deref()).await?;
-        tracing::info!(child = %key, "pruning a child no plugin wants any more");
+        tracing::info!(child = %key, "{why}");
         let params = DeleteParams {
             preconditions: Some(Preconditions {
                 uid: object
