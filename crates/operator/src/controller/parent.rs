@@ -284,7 +284,7 @@ async fn apply_all(
     let reads = outcome.desired.iter().map(|desired| async {
         let claim = apply::claim(desired, find(desired), &parent.uid, &family, finalizing);
         if !matches!(claim, Claim::New(_)) {
-            return Ok::<_, Error>(claim);
+            return Ok::<_, Error>((claim, None));
         }
         let api = api_for(
             ctx,
@@ -300,17 +300,12 @@ async fn apply_all(
                 source,
             })?
             .and_then(|o| serde_json::to_value(o).ok());
-        Ok(apply::claim(
-            desired,
-            existing.as_ref(),
-            &parent.uid,
-            &family,
-            finalizing,
-        ))
+        let claim = apply::claim(desired, existing.as_ref(), &parent.uid, &family, finalizing);
+        Ok((claim, existing))
     });
     let claims = futures::future::try_join_all(reads).await?;
     let mut writes = Vec::new();
-    for (desired, claim) in outcome.desired.iter().zip(claims) {
+    for (desired, (claim, read)) in outcome.desired.iter().zip(claims) {
         let (ownership, force) = match claim {
             Claim::NotOwned(why) => {
                 return Err(Error::NotOwned {
@@ -325,11 +320,14 @@ async fn apply_all(
         };
         let mut object = apply::decorate(desired, parent, ownership);
         apply::stamp(&mut object);
-        let skip = apply::up_to_date(&object, observed);
+        // What exists: as observed, or as read when the cache has not seen it yet (a reconcile
+        // right after the create) — which is up to date as much as an observed one.
+        let existing = read.as_ref().or_else(|| find(desired));
+        let skip = existing.is_some_and(|e| apply::up_to_date(&object, std::slice::from_ref(e)));
         // After the stamp: the precondition is about this write, not part of what the host
         // applies (with it in the stamp, every child created without one would be written
         // again on the next reconcile).
-        if let Some(existing) = find(desired).filter(|_| force) {
+        if let Some(existing) = existing.filter(|_| force) {
             apply::precondition(&mut object, existing);
         }
         ctx.shared.metrics.record_write(&desired.object.kind, !skip);
