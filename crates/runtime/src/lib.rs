@@ -12,7 +12,7 @@
 //! - A call is trapped when it grows memory beyond its limit, or its WASI resource table beyond
 //!   a fixed size; fuel, when enabled, bounds instructions.
 //! - A guest has no clock of the host's: its wall clock reads the request's `now` and its
-//!   monotonic clock starts at zero with each instance. Random numbers come from the host.
+//!   monotonic clock starts at one millisecond with each instance. Random numbers come from the host.
 //! - By default every call gets a fresh instance, so a guest cannot carry state from one parent
 //!   to the next. [`InstanceMode::Reuse`] keeps instances warm for heavy guests (Python,
 //!   JavaScript), never hands an instance to a call of another tenant (the caller's word: the

@@ -136,8 +136,9 @@ fn cut_line(mut message: String) -> String {
 }
 
 /// The time a guest sees: the wall clock reads the request's `now` (set before each call; the
-/// Unix epoch before the first, e.g. in `info`), and the monotonic clock counts from zero since
-/// the instance was made, in whole milliseconds. Neither reveals the host's clock.
+/// Unix epoch before the first, e.g. in `info`), and the monotonic clock counts from one
+/// millisecond when the instance was made, in whole milliseconds (never zero: Go's runtime,
+/// for one, refuses to start on a zero reading). Neither reveals the host's clock.
 #[derive(Debug)]
 pub(crate) struct GuestClock {
     wall: Mutex<Duration>,
@@ -188,7 +189,7 @@ impl HostMonotonicClock for MonotonicClock {
     }
 
     fn now(&self) -> u64 {
-        let ms = self.0.started.elapsed().as_millis();
+        let ms = self.0.started.elapsed().as_millis().saturating_add(1);
         u64::try_from(ms).unwrap_or(u64::MAX / 1_000_000) * 1_000_000
     }
 }
