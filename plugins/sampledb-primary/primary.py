@@ -1,12 +1,34 @@
-"""Primary election for SampleDB, as pure functions over plain JSON values.
+"""sampledb-primary: primary election for SampleDB, written in Python on the Windlass SDK.
 
-Nothing here knows about WebAssembly or the WIT contract: `app.py` is the glue. That keeps this
-module importable by `python3 -m unittest` on any machine.
+A SampleDB runs as a StatefulSet whose Pods are all alike; this plugin marks one ready Pod as
+the primary and points the read-write (client) Service at it.
+
+What it does on each reconcile:
+
+* Database Pods are the observed Pods labelled `statefulset.kubernetes.io/pod-name` and
+  `app.kubernetes.io/instance=<parent name>` that are not being deleted.
+* The current primary (`status.primary`) stays primary while its Pod is Ready; otherwise the
+  Ready Pod with the lowest ordinal (`<name>-<ordinal>`) takes over.
+* Every database Pod gets the label `samples.windlass.dev/role=primary|replica`: the plugin emits
+  a Pod object holding only that label, which the host server-side-applies (it does not own the
+  Pods, the StatefulSet does).
+* The client Service `<name>` that an earlier plugin (storage) produced gets
+  `spec.selector["samples.windlass.dev/role"] = "primary"`; the other desired objects pass
+  through unchanged. If no earlier plugin produced that Service, none is made up.
+* Status `{"primary": <pod>}`. While no Pod is ready the last primary stays recorded (so it
+  is kept when its Pod comes back, rather than a replica that may lag behind it) and the
+  condition `PrimaryElected` says there is none: reason `Elected`, or `NoReadyReplica` with a
+  requeue after 10 s; a Normal `Elected` event on the first election and a Warning
+  `FailedOver` event when the primary moves.
+* The finalize phase has nothing to clean up: the SDK's default returns the desired set
+  unchanged.
+
+The decisions are pure functions below, unit-tested by `test_primary.py` (natively, through
+`windlass.testing`); `app.py` only exports the plugin. Build with `build.sh OUT.wasm`.
 """
 
-import json
-from dataclasses import dataclass, field
-from typing import Optional
+import windlass
+from windlass import InvalidParent, log
 
 ROLE_LABEL = "samples.windlass.dev/role"
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
@@ -14,45 +36,53 @@ INSTANCE_LABEL = "app.kubernetes.io/instance"
 REQUEUE_WITHOUT_PRIMARY_SECS = 10
 
 
-class InvalidParent(Exception):
-    """The parent cannot be acted on; the message names the field."""
+class Primary(windlass.Plugin):
+    def info(self):
+        return windlass.Info(
+            "sampledb-primary",
+            "0.1.0",
+            parents=["samples.windlass.dev/v1alpha1/SampleDB"],
+            children=["v1/Pod", "v1/Service"],
+            reads=["v1/Pod"],
+        )
 
+    def reconcile(self, ctx):
+        name = ctx.name
+        if not name:
+            raise InvalidParent("metadata.name: missing")
+        current = ctx.status.get("primary")
+        current = current if isinstance(current, str) and current else None
+        db_pods = database_pods(name, ctx.observed_of("v1/Pod"))
+        pods = [pod_name(pod) for pod in db_pods]
+        ready = [pod_name(pod) for pod in db_pods if is_ready(pod)]
+        primary = choose_primary(name, current, ready)
 
-@dataclass
-class Election:
-    """What the plugin decided for one parent."""
-
-    primary: Optional[str]
-    desired: list  # JSON text, one object each
-    conditions: list = field(default_factory=list)  # dicts: kind, status, reason, message
-    events: list = field(default_factory=list)  # dicts: warning, reason, message
-    requeue_after_secs: Optional[int] = None
-    log: str = ""
-
-
-def parent_name(parent):
-    """The parent's metadata.name, or InvalidParent."""
-    name = (parent.get("metadata") or {}).get("name") if isinstance(parent, dict) else None
-    if not isinstance(name, str) or not name:
-        raise InvalidParent("metadata.name: missing")
-    return name
+        out = ctx.output()
+        service = out.find("v1/Service", name)
+        if service is not None:
+            select_primary(service)
+        for pod in sorted(pods, key=lambda pod: ordinal(name, pod)):
+            out.apply(role_patch(pod, "primary" if pod == primary else "replica"))
+        if primary:
+            out.status("primary", primary)
+        else:
+            # No ready Pod: keep the last primary on record (see above).
+            out.requeue_after(REQUEUE_WITHOUT_PRIMARY_SECS)
+        report(out, current, primary)
+        log.debug(f"{name}: {len(ready)}/{len(pods)} database Pods ready, primary {primary} (was {current})")
+        return out
 
 
 def labels(obj):
     return (obj.get("metadata") or {}).get("labels") or {}
 
 
-def is_kind(obj, api_version, kind):
-    return obj.get("apiVersion") == api_version and obj.get("kind") == kind
-
-
-def database_pods(name, observed):
-    """The observed Pods of the parent's StatefulSet that are not being deleted."""
+def database_pods(name, pods):
+    """The Pods of the parent's StatefulSet that are not being deleted."""
     return [
         pod
-        for pod in observed
-        if is_kind(pod, "v1", "Pod")
-        and POD_NAME_LABEL in labels(pod)
+        for pod in pods
+        if POD_NAME_LABEL in labels(pod)
         and labels(pod).get(INSTANCE_LABEL) == name
         and not (pod.get("metadata") or {}).get("deletionTimestamp")
     ]
@@ -93,77 +123,19 @@ def role_patch(pod, role):
 
 
 def select_primary(service):
-    """The client Service, pointed at the primary only."""
+    """Points the client Service (edited in place) at the primary only."""
     spec = service.setdefault("spec", {})
     selector = spec.get("selector") or {}
     spec["selector"] = {**selector, ROLE_LABEL: "primary"}
-    return service
 
 
-def is_client_service(name, obj):
-    return is_kind(obj, "v1", "Service") and (obj.get("metadata") or {}).get("name") == name
-
-
-def dump(obj):
-    return json.dumps(obj, separators=(",", ":"))
-
-
-def edit_desired(name, desired, pods, primary):
-    """Earlier plugins' objects (JSON text; the client Service edited, the rest as they came),
-    then a role patch per database Pod, in ordinal order."""
-    out = []
-    for text in desired:
-        obj = json.loads(text)
-        out.append(dump(select_primary(obj)) if is_client_service(name, obj) else text)
-    for pod in sorted(pods, key=lambda pod: ordinal(name, pod)):
-        out.append(dump(role_patch(pod, "primary" if pod == primary else "replica")))
-    return out
-
-
-def election_report(current, primary):
+def report(out, current, primary):
     """The condition and events that tell what happened."""
     if primary is None:
-        condition = {
-            "kind": "PrimaryElected",
-            "status": False,
-            "reason": "NoReadyReplica",
-            "message": "no database Pod is ready",
-        }
-        return [condition], []
-    condition = {
-        "kind": "PrimaryElected",
-        "status": True,
-        "reason": "Elected",
-        "message": f"{primary} is the primary",
-    }
-    if primary == current:
-        events = []
-    elif current:
-        events = [{"warning": True, "reason": "FailedOver", "message": f"primary moved from {current} to {primary}"}]
-    else:
-        events = [{"warning": False, "reason": "Elected", "message": f"{primary} is the primary"}]
-    return [condition], events
-
-
-def elect(parent, observed, desired):
-    """Decide the primary of `parent` (a dict) from the `observed` objects (dicts).
-
-    `desired` holds earlier plugins' objects as JSON text; those not edited are returned as
-    they came.
-    """
-    name = parent_name(parent)
-    current = (parent.get("status") or {}).get("primary")
-    current = current if isinstance(current, str) and current else None
-    db_pods = database_pods(name, observed)
-    pods = [pod_name(pod) for pod in db_pods]
-    ready = [pod_name(pod) for pod in db_pods if is_ready(pod)]
-    primary = choose_primary(name, current, ready)
-    conditions, events = election_report(current, primary)
-    return Election(
-        primary=primary,
-        desired=edit_desired(name, desired, pods, primary),
-        conditions=conditions,
-        events=events,
-        requeue_after_secs=None if primary else REQUEUE_WITHOUT_PRIMARY_SECS,
-        log=f"{name}: {len(ready)}/{len(pods)} database Pods ready, primary {primary} (was {current})",
-    )
+        out.condition("PrimaryElected", False, "NoReadyReplica", "no database Pod is ready")
+        return
+    out.condition("PrimaryElected", True, "Elected", f"{primary} is the primary")
+    if current is None:
+        out.event("Elected", f"{primary} is the primary")
+    elif current != primary:
+        out.event("FailedOver", f"primary moved from {current} to {primary}", warning=True)

@@ -1,11 +1,19 @@
-"""Unit tests of the election logic: python3 -m unittest test_primary"""
+"""Unit tests of sampledb-primary, run natively through windlass.testing: `./test.sh`.
 
-import json
+`Cases` runs every conformance case of host/tests/cases/primary/ (one test each) and compares
+with what the host recorded in its expected.yaml, less what the host adds itself.
+"""
+
+import os
 import unittest
 
 import primary
+from primary import Primary
+from windlass import InvalidParent
+from windlass.testing import Harness, yaml_docs
 
 NAME = "orders"
+CASES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "host", "tests", "cases", "primary")
 
 
 def parent(current=None, name=NAME):
@@ -32,25 +40,31 @@ def pod(ordinal, ready=True, instance=NAME, deleting=False, statefulset=True):
 
 
 def client_service():
-    return json.dumps(
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": NAME},
-            "spec": {"selector": {"app.kubernetes.io/instance": NAME}},
-        }
-    )
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": NAME},
+        "spec": {"selector": {"app.kubernetes.io/instance": NAME}},
+    }
 
 
-HEADLESS = json.dumps({"apiVersion": "v1", "kind": "Service", "metadata": {"name": f"{NAME}-headless"}})
+HEADLESS = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": f"{NAME}-headless"}}
 
 
-def roles(election):
+def run(current=None, observed=(), desired=()):
+    return Harness(parent(current)).observed(list(observed)).desired(list(desired)).run(Primary)
+
+
+def roles(out):
     return {
         obj["metadata"]["name"]: obj["metadata"]["labels"][primary.ROLE_LABEL]
-        for obj in map(json.loads, election.desired)
+        for obj in out.desired
         if obj["kind"] == "Pod"
     }
+
+
+def events(out):
+    return [(e.warning, e.reason, e.message) for e in out.events]
 
 
 class ChoosePrimary(unittest.TestCase):
@@ -67,20 +81,20 @@ class ChoosePrimary(unittest.TestCase):
         self.assertEqual(primary.choose_primary(NAME, None, ["orders-x", "orders-3"]), "orders-3")
 
 
-class Elect(unittest.TestCase):
+class Reconcile(unittest.TestCase):
     def test_first_election(self):
-        e = primary.elect(parent(), [pod(1), pod(0), pod(2, ready=False)], [HEADLESS, client_service()])
-        self.assertEqual(e.primary, "orders-0")
-        self.assertEqual(roles(e), {"orders-0": "primary", "orders-1": "replica", "orders-2": "replica"})
-        self.assertEqual(e.events, [{"warning": False, "reason": "Elected", "message": "orders-0 is the primary"}])
-        self.assertEqual(e.conditions[0]["reason"], "Elected")
-        self.assertTrue(e.conditions[0]["status"])
-        self.assertIsNone(e.requeue_after_secs)
+        out = run(observed=[pod(1), pod(0), pod(2, ready=False)], desired=[HEADLESS, client_service()])
+        self.assertEqual(out.status_fragment, {"primary": "orders-0"})
+        self.assertEqual(roles(out), {"orders-0": "primary", "orders-1": "replica", "orders-2": "replica"})
+        self.assertEqual(events(out), [(False, "Elected", "orders-0 is the primary")])
+        condition = out.condition_of("PrimaryElected")
+        self.assertEqual((condition.status, condition.reason), (True, "Elected"))
+        self.assertIsNone(out.requeue)
 
     def test_role_patches_hold_only_the_label_in_ordinal_order(self):
-        e = primary.elect(parent(), [pod(1), pod(0)], [])
+        out = run(observed=[pod(1), pod(0)])
         self.assertEqual(
-            [json.loads(text) for text in e.desired],
+            out.desired,
             [
                 {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "orders-0", "labels": {primary.ROLE_LABEL: "primary"}}},
                 {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "orders-1", "labels": {primary.ROLE_LABEL: "replica"}}},
@@ -88,55 +102,123 @@ class Elect(unittest.TestCase):
         )
 
     def test_points_only_the_client_service_at_the_primary(self):
-        e = primary.elect(parent(), [pod(0)], [HEADLESS, client_service()])
-        self.assertEqual(e.desired[0], HEADLESS)  # untouched, byte for byte
-        service = json.loads(e.desired[1])
+        out = run(observed=[pod(0)], desired=[HEADLESS, client_service()])
+        self.assertEqual(out.desired[0], HEADLESS)
         self.assertEqual(
-            service["spec"]["selector"],
+            out.find("v1/Service", NAME)["spec"]["selector"],
             {"app.kubernetes.io/instance": NAME, primary.ROLE_LABEL: "primary"},
         )
 
     def test_does_not_invent_the_service(self):
-        e = primary.elect(parent(), [pod(0)], [HEADLESS])
-        self.assertEqual([json.loads(t)["kind"] for t in e.desired], ["Service", "Pod"])
+        out = run(observed=[pod(0)], desired=[HEADLESS])
+        self.assertEqual([obj["kind"] for obj in out.desired], ["Service", "Pod"])
 
     def test_keeps_a_ready_primary_quietly(self):
-        e = primary.elect(parent("orders-1"), [pod(0), pod(1)], [])
-        self.assertEqual(e.primary, "orders-1")
-        self.assertEqual(e.events, [])
+        out = run("orders-1", observed=[pod(0), pod(1)])
+        self.assertEqual(out.status_fragment, {"primary": "orders-1"})
+        self.assertEqual(out.events, [])
 
     def test_fails_over_when_the_primary_is_not_ready(self):
-        e = primary.elect(parent("orders-0"), [pod(0, ready=False), pod(1), pod(2)], [])
-        self.assertEqual(e.primary, "orders-1")
-        self.assertEqual(roles(e)["orders-0"], "replica")
-        self.assertEqual(
-            e.events,
-            [{"warning": True, "reason": "FailedOver", "message": "primary moved from orders-0 to orders-1"}],
-        )
+        out = run("orders-0", observed=[pod(0, ready=False), pod(1), pod(2)])
+        self.assertEqual(out.status_fragment, {"primary": "orders-1"})
+        self.assertEqual(roles(out)["orders-0"], "replica")
+        self.assertEqual(events(out), [(True, "FailedOver", "primary moved from orders-0 to orders-1")])
 
     def test_fails_over_when_the_primary_is_gone_or_deleting(self):
-        e = primary.elect(parent("orders-0"), [pod(0, deleting=True), pod(1)], [])
-        self.assertEqual(e.primary, "orders-1")
-        self.assertNotIn("orders-0", roles(e))
+        out = run("orders-0", observed=[pod(0, deleting=True), pod(1)])
+        self.assertEqual(out.status_fragment, {"primary": "orders-1"})
+        self.assertNotIn("orders-0", roles(out))
 
-    def test_no_ready_pod(self):
-        e = primary.elect(parent("orders-0"), [pod(0, ready=False)], [client_service()])
-        self.assertIsNone(e.primary)
-        self.assertEqual(roles(e), {"orders-0": "replica"})
-        self.assertFalse(e.conditions[0]["status"])
-        self.assertEqual(e.conditions[0]["reason"], "NoReadyReplica")
-        self.assertEqual(e.events, [])
-        self.assertEqual(e.requeue_after_secs, 10)
+    def test_no_ready_pod_keeps_the_last_primary_and_requeues(self):
+        out = run("orders-0", observed=[pod(0, ready=False)], desired=[client_service()])
+        self.assertEqual(out.status_fragment, {})
+        self.assertEqual(roles(out), {"orders-0": "replica"})
+        condition = out.condition_of("PrimaryElected")
+        self.assertEqual((condition.status, condition.reason), (False, "NoReadyReplica"))
+        self.assertEqual(out.events, [])
+        self.assertEqual(out.requeue, 10)
 
-    def test_ignores_other_pods(self):
-        observed = [pod(0, instance="billing"), pod(0, statefulset=False), {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "orders-0"}}]
-        e = primary.elect(parent(), observed, [])
-        self.assertIsNone(e.primary)
-        self.assertEqual(roles(e), {})
+    def test_ignores_other_pods_and_kinds(self):
+        observed = [
+            pod(0, instance="billing"),
+            pod(0, statefulset=False),
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "orders-0"}},
+        ]
+        out = run(observed=observed)
+        self.assertEqual(out.status_fragment, {})
+        self.assertEqual(roles(out), {})
 
-    def test_missing_name(self):
-        with self.assertRaisesRegex(primary.InvalidParent, "^metadata.name: missing$"):
-            primary.elect({"metadata": {}}, [], [])
+    def test_missing_name_is_an_invalid_parent(self):
+        with self.assertRaises(InvalidParent) as caught:
+            Harness({"metadata": {}}).run(Primary)
+        self.assertEqual(str(caught.exception), "metadata.name: missing")
+
+    def test_finalize_returns_the_desired_set_unchanged(self):
+        out = Harness(parent("orders-0")).desired([HEADLESS, client_service()]).finalizing().run(Primary)
+        self.assertTrue(out.is_finalized)
+        self.assertEqual(out.desired, [HEADLESS, client_service()])
+        self.assertEqual((out.status_fragment, out.conditions, out.events), ({}, [], []))
+
+
+def read_yaml(case, file):
+    path = os.path.join(case, file)
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return yaml_docs(f.read())
+
+
+def without_namespace(obj):
+    """The object less metadata.namespace, which the host fills in."""
+    obj = {**obj, "metadata": dict(obj.get("metadata") or {})}
+    obj["metadata"].pop("namespace", None)
+    return obj
+
+
+def check_case(test, case):
+    """Runs a conformance case through the harness and compares with its expected.yaml, less
+    the host's additions: each condition's and event's `plugin`, and metadata.namespace."""
+    out = (
+        Harness(read_yaml(case, "parent.yaml")[0])
+        .observed(read_yaml(case, "observed.yaml"))
+        .desired(read_yaml(case, "desired.yaml"))
+        .run(Primary)
+    )
+    expected = read_yaml(case, "expected.yaml")[0]
+    test.assertEqual(
+        [without_namespace(o) for o in out.desired],
+        [without_namespace(o) for o in expected["desired"]],
+    )
+    test.assertEqual(out.status_fragment, expected["status"])
+    test.assertEqual(
+        [
+            {"type": c.kind, "status": "True" if c.status else "False", "reason": c.reason, "message": c.message}
+            for c in out.conditions
+        ],
+        [{k: v for k, v in c.items() if k != "plugin"} for c in expected["conditions"]],
+    )
+    test.assertEqual(
+        [{"type": "Warning" if e.warning else "Normal", "reason": e.reason, "message": e.message} for e in out.events],
+        [{k: v for k, v in e.items() if k != "plugin"} for e in expected["events"]],
+    )
+    test.assertNotIn("finalized", expected)
+    test.assertFalse(out.is_finalized)
+
+
+class Cases(unittest.TestCase):
+    """One test per directory of host/tests/cases/primary/, named after it."""
+
+    def test_every_case_directory_has_a_test(self):
+        self.assertGreaterEqual(len(CASE_DIRS), 4)
+
+
+CASE_DIRS = sorted(d for d in os.listdir(CASES) if os.path.isdir(os.path.join(CASES, d)))
+for _dir in CASE_DIRS:
+    setattr(
+        Cases,
+        "test_case_" + _dir.replace("-", "_"),
+        lambda self, case=os.path.join(CASES, _dir): check_case(self, case),
+    )
 
 
 if __name__ == "__main__":
