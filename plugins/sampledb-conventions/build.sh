@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # Builds the sampledb-conventions plugin into a WebAssembly component: build.sh OUT.wasm
-# Runs the unit tests first, then packages conventions.js (and transform.js, which it imports)
-# with jco's QuickJS backend (componentize-qjs) from the tools cache, which .ci/tools-plugins
-# fills when it is missing. The bindings are generated from wit/ (world `plugin`) during the
-# build and not kept. The non-async runtime is used: the host does not enable the component
-# model's async ABI.
+# Runs the tests first (test.sh), then packages conventions.js with the Windlass JavaScript SDK
+# (guest-sdk/js/componentize.sh: jco's QuickJS backend, componentize-qjs) using jco from the
+# tools cache, which .ci/tools-plugins fills when it is missing. The bindings are generated from
+# wit/ (world `plugin`) during the build and not kept.
 set -euo pipefail
 out="${1:?usage: build.sh OUT.wasm}"
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
@@ -14,9 +13,6 @@ tools="${WINDLASS_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/windlass-tools}"
 jco="$tools/npm/bin/jco"
 [ -x "$jco" ] || "$root/.ci/tools-plugins"
 
-cd "$here"
-node --test --test-reporter=dot transform.test.js
-mkdir -p "$(dirname "$out")"
-"$jco" componentize conventions.js --backend qjs --backend-qjs-disable-async \
-    --wit "$root/wit" --world-name plugin -o "$out" >/dev/null
+"$here/test.sh" --test-reporter=dot
+JCO="$jco" "$root/guest-sdk/js/componentize.sh" "$here/conventions.js" "$out" "$root/wit"
 echo "built $out ($(stat -c %s "$out") bytes)"

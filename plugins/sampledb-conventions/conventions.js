@@ -12,21 +12,18 @@
 // It never touches a StatefulSet's selector or volume claim templates (both immutable).
 // Config: `{ "resources": { "requests": {...}, "limits": {...} } }`; unknown keys are refused.
 //
-// The transformation is in transform.js (pure; `node --test`); this module is the glue to the
-// `windlass:plugin` WIT world. Build with `build.sh OUT.wasm`.
+// The transformation is in transform.js (pure); the Windlass SDK (guest-sdk/js) owns the WIT
+// world. Test with `test.sh`, build with `build.sh OUT.wasm`.
 
-import log from "windlass:plugin/log@0.1.0";
-import { ConventionsError, applyConventions } from "./transform.js";
+import * as windlass from "../../guest-sdk/js/windlass.js";
+import { applyConventions } from "./transform.js";
 
-const NAME = "sampledb-conventions";
-const VERSION = "0.1.0";
-
-function info() {
-  return {
-    name: NAME,
-    version: VERSION,
-    parentKinds: ["samples.windlass.dev/v1alpha1/SampleDB"],
-    childKinds: [
+export const reconciler = windlass.plugin({
+  info: {
+    name: "sampledb-conventions",
+    version: "0.1.0",
+    parents: ["samples.windlass.dev/v1alpha1/SampleDB"],
+    children: [
       "v1/Service",
       "apps/v1/StatefulSet",
       "v1/ConfigMap",
@@ -37,40 +34,12 @@ function info() {
       "v1/Pod",
       "snapshot.storage.k8s.io/v1/VolumeSnapshot",
     ],
-    readsKinds: [],
-    finalizes: false,
-  };
-}
+  },
 
-function response(desired, finalized = false) {
-  return { desired, status: null, conditions: [], events: [], requeueAfterSecs: null, finalized };
-}
-
-function parseJson(what, text, errorKind) {
-  try {
-    return JSON.parse(text);
-  } catch (e) {
-    throw new ConventionsError(errorKind, `${what}: not valid JSON: ${e.message}`);
-  }
-}
-
-function reconcile(req) {
-  if (req.phase === "finalize") {
-    return response(req.desired, true);
-  }
-  try {
-    const parent = parseJson("parent", req.parent, "invalid-parent");
-    const config = parseJson("config", req.config, "invalid-config");
-    const desired = applyConventions(parent, req.desired, config);
-    log.log("debug", `${parent.metadata.name}: conventions applied to ${desired.length} objects`);
-    return response(desired);
-  } catch (e) {
-    // A result's error is thrown as the WIT variant value.
-    if (e instanceof ConventionsError) {
-      throw { tag: e.kind, val: e.message };
-    }
-    throw { tag: "failed", val: String(e?.message ?? e) };
-  }
-}
-
-export const reconciler = { info, reconcile };
+  reconcile(ctx) {
+    const out = ctx.output();
+    out.desired = applyConventions(ctx.parent, ctx.desired, ctx.config);
+    windlass.log.debug(`${ctx.name}: conventions applied to ${out.desired.length} objects`);
+    return out;
+  },
+});

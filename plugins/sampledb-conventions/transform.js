@@ -1,5 +1,7 @@
 // The SampleDB conventions as a pure function over plain JSON values: nothing here knows about
-// WebAssembly or the WIT contract (conventions.js is the glue), so `node --test` runs it as is.
+// WebAssembly or the WIT contract (the SDK owns both), so `node --test` runs it as is.
+
+import { InvalidConfig, InvalidParent } from "../../guest-sdk/js/windlass.js";
 
 export const PART_OF = "app.kubernetes.io/part-of";
 export const VERSION = "app.kubernetes.io/version";
@@ -13,14 +15,6 @@ export const DEFAULT_RESOURCES = Object.freeze({
 
 const CONFIG_KEYS = ["resources"];
 const RESOURCES_KEYS = ["requests", "limits", "claims"];
-
-/** Why the plugin refused: `kind` is the WIT plugin-error case. */
-export class ConventionsError extends Error {
-  constructor(kind, message) {
-    super(message);
-    this.kind = kind;
-  }
-}
 
 /** A deep copy of a JSON value (QuickJS has no structuredClone). */
 const clone = (v) => JSON.parse(JSON.stringify(v));
@@ -36,20 +30,20 @@ function expected(keys) {
 /** The plugin's config (a JSON object): `{ resources }`; unknown keys are refused. */
 export function parseConfig(config) {
   if (!isObject(config)) {
-    throw new ConventionsError("invalid-config", "config: must be an object");
+    throw new InvalidConfig("config: must be an object");
   }
   for (const key of Object.keys(config)) {
     if (!CONFIG_KEYS.includes(key)) {
-      throw new ConventionsError("invalid-config", `unknown field \`${key}\`, ${expected(CONFIG_KEYS)}`);
+      throw new InvalidConfig(`unknown field \`${key}\`, ${expected(CONFIG_KEYS)}`);
     }
   }
   const resources = config.resources ?? DEFAULT_RESOURCES;
   if (!isObject(resources)) {
-    throw new ConventionsError("invalid-config", "resources: must be an object");
+    throw new InvalidConfig("resources: must be an object");
   }
   for (const key of Object.keys(resources)) {
     if (!RESOURCES_KEYS.includes(key)) {
-      throw new ConventionsError("invalid-config", `resources.${key}: unknown field`);
+      throw new InvalidConfig(`resources.${key}: unknown field`);
     }
   }
   return { resources };
@@ -125,7 +119,7 @@ const isNamed = (obj, apiVersion, kind, name) =>
 export function parentName(parent) {
   const name = parent?.metadata?.name;
   if (typeof name !== "string" || name === "") {
-    throw new ConventionsError("invalid-parent", "metadata.name: missing");
+    throw new InvalidParent("metadata.name: missing");
   }
   return name;
 }
@@ -133,25 +127,25 @@ export function parentName(parent) {
 /**
  * Applies the conventions to the desired set.
  *
- * `parent` and `config` are JSON values; `desired` is a list of JSON texts (one object each).
- * Returns the new list of JSON texts: Pods (label patches of Pods the StatefulSet owns) pass
- * through byte for byte, every other object gets the labels and default resources, and a
- * PodDisruptionBudget `<name>` is added when the StatefulSet `<name>` is desired.
+ * `parent` and `config` are JSON values; `desired` is the list of desired objects. Returns the
+ * new list: Pods (label patches of Pods the StatefulSet owns) are passed on as they are (the same
+ * objects, so the SDK sends them back byte for byte), every other object is a copy with the
+ * labels and default resources, and a PodDisruptionBudget `<name>` is added when the StatefulSet
+ * `<name>` is desired.
+ * @throws {InvalidParent} for a parent without a name.
+ * @throws {InvalidConfig} for a config with unknown keys.
  */
 export function applyConventions(parent, desired, config) {
   const name = parentName(parent);
   const { resources } = parseConfig(config);
   const rawVersion = parent.spec?.version;
   const version = rawVersion == null ? undefined : String(rawVersion);
-  const objects = desired.map((text) => JSON.parse(text));
 
-  const statefulSet = objects.find((o) => isNamed(o, "apps/v1", "StatefulSet", name));
-  const hasBudget = objects.some((o) => isNamed(o, "policy/v1", "PodDisruptionBudget", name));
-  const out = desired.map((text, i) =>
-    isPod(objects[i]) ? text : JSON.stringify(conventional(objects[i], version, resources)),
-  );
+  const statefulSet = desired.find((o) => isNamed(o, "apps/v1", "StatefulSet", name));
+  const hasBudget = desired.some((o) => isNamed(o, "policy/v1", "PodDisruptionBudget", name));
+  const out = desired.map((obj) => (isPod(obj) ? obj : conventional(obj, version, resources)));
   if (statefulSet && !hasBudget) {
-    out.push(JSON.stringify(conventional(disruptionBudget(name, statefulSet), version, resources)));
+    out.push(conventional(disruptionBudget(name, statefulSet), version, resources));
   }
   return out;
 }

@@ -1,8 +1,8 @@
 // Unit tests of the conventions: node --test
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { InvalidConfig, InvalidParent } from "../../guest-sdk/js/windlass.js";
 import {
-  ConventionsError,
   DEFAULT_RESOURCES,
   PART_OF,
   VERSION,
@@ -26,16 +26,13 @@ function statefulSet(containers = [{ name: "db", image: "sampledb:16.4" }]) {
   };
 }
 
-const podPatch = JSON.stringify({
+const podPatch = () => ({
   apiVersion: "v1",
   kind: "Pod",
   metadata: { name: "orders-0", labels: { "samples.windlass.dev/role": "primary" } },
 });
 
-const run = (objects, config = {}) =>
-  applyConventions(parent, objects.map((o) => (typeof o === "string" ? o : JSON.stringify(o))), config).map(
-    (t) => JSON.parse(t),
-  );
+const run = (objects, config = {}) => applyConventions(parent, objects, config);
 
 test("labels top-level metadata with part-of and version", () => {
   const [svc] = run([{ apiVersion: "v1", kind: "Service", metadata: { name: "orders" } }]);
@@ -95,13 +92,15 @@ test("resources come from config", () => {
   assert.deepEqual(sts.spec.template.spec.containers[0].resources, resources);
 });
 
-test("pods pass through byte for byte", () => {
-  const out = applyConventions(parent, [podPatch], {});
-  assert.deepEqual(out, [podPatch]);
+test("pods pass through as they are", () => {
+  const pod = podPatch();
+  const out = applyConventions(parent, [pod], {});
+  assert.equal(out[0], pod);
+  assert.deepEqual(pod, podPatch());
 });
 
 test("adds a PodDisruptionBudget for the StatefulSet", () => {
-  const out = run([statefulSet(), podPatch]);
+  const out = run([statefulSet(), podPatch()]);
   assert.equal(out.length, 3);
   const pdb = out[2];
   assert.equal(pdb.apiVersion, "policy/v1");
@@ -118,16 +117,15 @@ test("no PodDisruptionBudget without the StatefulSet, nor a second one", () => {
 });
 
 test("does not change its input", () => {
-  const input = [JSON.stringify(statefulSet())];
-  const copy = [...input];
+  const input = [statefulSet()];
   applyConventions(parent, input, {});
-  assert.deepEqual(input, copy);
+  assert.deepEqual(input, [statefulSet()]);
 });
 
 test("refuses unknown config keys, naming them", () => {
   assert.throws(
     () => parseConfig({ resources: {}, replicas: 3 }),
-    (e) => e instanceof ConventionsError && e.kind === "invalid-config" && e.message === "unknown field `replicas`, expected `resources`",
+    (e) => e instanceof InvalidConfig && e.message === "unknown field `replicas`, expected `resources`",
   );
   assert.throws(() => parseConfig({ resources: { request: {} } }), /resources.request: unknown field/);
 });
@@ -135,6 +133,6 @@ test("refuses unknown config keys, naming them", () => {
 test("refuses a parent without a name", () => {
   assert.throws(
     () => applyConventions({ metadata: {} }, [], {}),
-    (e) => e.kind === "invalid-parent" && e.message === "metadata.name: missing",
+    (e) => e instanceof InvalidParent && e.message === "metadata.name: missing",
   );
 });
