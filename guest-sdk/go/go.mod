@@ -1,0 +1,3 @@
+module windlass.dev/windlass
+
+go 1.24
