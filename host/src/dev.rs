@@ -62,6 +62,9 @@ pub struct DevConfig {
     pub kubeconfig: PathBuf,
     /// Plugins in pipeline order: (WasmPlugin name, parent `apiVersion`, parent kind, file).
     pub plugins: Vec<(String, String, String, PathBuf)>,
+    /// CustomResourceDefinitions to create, besides the host's, before any plugin loads (the
+    /// kinds of a plugin of one's own).
+    pub crds: Vec<PathBuf>,
     /// Manifests to apply once the operator runs.
     pub manifests: Vec<PathBuf>,
     /// The operator's settings.
@@ -130,14 +133,24 @@ const CRD_ESTABLISHED_TIMEOUT: Duration = Duration::from_secs(30);
 async fn install(cluster: Option<DevCluster>, client: Client, config: DevConfig) -> Result<Dev> {
     let apply = PatchParams::apply("windlass-dev").force();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in crate::crds() {
+    let mut all = crate::crds();
+    for path in &config.crds {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        for doc in parse_docs(&text, &path.display().to_string())? {
+            let crd: CustomResourceDefinition = serde_json::from_value(doc)
+                .with_context(|| format!("{}: not a CustomResourceDefinition", path.display()))?;
+            all.push(crd);
+        }
+    }
+    for crd in &all {
         let name = crd.metadata.name.clone().unwrap_or_default();
-        crds.patch(&name, &apply, &Patch::Apply(&crd))
+        crds.patch(&name, &apply, &Patch::Apply(crd))
             .await
             .with_context(|| format!("installing CRD {name}"))?;
     }
     // A real API server serves a new kind only once its CRD is Established.
-    for crd in crate::crds() {
+    for crd in &all {
         let name = crd.metadata.name.clone().unwrap_or_default();
         windlass_devcluster::crd::wait_established(&crds, &name, CRD_ESTABLISHED_TIMEOUT)
             .await

@@ -12,8 +12,9 @@
 //! - [`operator`], [`controller`], [`crd`], [`k8s`], [`admin`], [`metrics`]
 //!   (`windlass-operator`): the controllers and the process around them. No wasmtime.
 //!
-//! Here: [`render`] (`windlass render`, the pipeline offline) and, with the `dev` feature,
-//! [`dev`] (`windlass dev` on the embedded devcluster).
+//! Here: [`render`] (`windlass render`, the pipeline offline), [`cases`] (`windlass plugin
+//! test`, a component against recorded cases), [`scaffold`] (`windlass plugin new`) and, with
+//! the `dev` feature, [`dev`] (`windlass dev` on the embedded devcluster).
 
 pub use windlass_contract as contract;
 pub use windlass_operator::{admin, controller, crd, k8s, metrics, operator};
@@ -22,9 +23,11 @@ pub use windlass_policy::pipeline;
 pub use windlass_runtime as runtime;
 pub use windlass_source as source;
 
+pub mod cases;
 #[cfg(feature = "dev")]
 pub mod dev;
 pub mod render;
+pub mod scaffold;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 

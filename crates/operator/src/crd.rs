@@ -6,6 +6,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use windlass_policy::{Level, PodGrants};
 
 /// One plugin in the pipeline of a parent kind.
 #[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -161,6 +162,21 @@ pub struct PodSecurity {
     /// `automountServiceAccountToken: false`. Default false.
     #[serde(default)]
     pub automount_service_account_token: bool,
+}
+
+impl PodSecurity {
+    /// What the policy lets the plugin's pods do.
+    pub fn grants(&self) -> PodGrants {
+        PodGrants {
+            level: match self.level {
+                PodSecurityLevel::Restricted => Level::Restricted,
+                PodSecurityLevel::Baseline => Level::Baseline,
+                PodSecurityLevel::Privileged => Level::Privileged,
+            },
+            service_accounts: self.service_accounts.clone(),
+            automount_token: self.automount_service_account_token,
+        }
+    }
 }
 
 /// A Pod Security Standards level.

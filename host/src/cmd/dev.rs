@@ -25,6 +25,10 @@ pub struct Args {
     /// The parent kind the plugins reconcile.
     #[arg(long, default_value = "samples.windlass.dev/v1alpha1/SampleDB")]
     parent: String,
+    /// A CustomResourceDefinition file to create before the plugins load (the parent kind of
+    /// your own plugin); repeat.
+    #[arg(long = "crd")]
+    crds: Vec<PathBuf>,
     /// Manifests to apply; repeat.
     #[arg(
         long = "manifest",
@@ -78,6 +82,7 @@ impl Args {
                 .into_iter()
                 .map(|(name, path)| (name, api_version.to_string(), kind.to_string(), path))
                 .collect(),
+            crds: self.crds.clone(),
             manifests: self.manifests.clone(),
             operator: windlass::operator::Config {
                 admin_addr: self.admin_addr,

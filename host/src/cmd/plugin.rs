@@ -1,12 +1,15 @@
-//! `windlass plugin inspect | push | pull`: a component from a file or a registry. The registry
-//! work is in `windlass::source::oci`; this module reads files and prints. Only `inspect` and
-//! `push` build a plugin runtime (they load the component); `pull` does not.
+//! `windlass plugin new | test | inspect | push | pull`: a plugin project from a template, a
+//! component against recorded cases, a component from a file or a registry. The work is in
+//! `windlass::scaffold`, `windlass::cases` and `windlass::source::oci`; this module reads files
+//! and prints. `pull` and `new` build no plugin runtime.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, Result};
+use anyhow::{Context as _, Result, bail};
 use windlass::{
+    cases::{Case, Suite, Verdict},
     runtime::{LoadOptions, Runtime},
+    scaffold::{self, Lang},
     source::oci,
 };
 
@@ -14,6 +17,30 @@ use super::{Global, Output, print};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
+    /// Write a new plugin project: the plugin, its unit tests, cases for `plugin test`, a build
+    /// script, the SDK, and a CRD and example to run it in `windlass dev`.
+    New {
+        /// The plugin's name (a DNS-1123 label, e.g. `hello`).
+        name: String,
+        /// The language.
+        #[arg(long, value_enum)]
+        lang: Lang,
+        /// Where to write it. Default: ./NAME (must not exist or be empty).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Run a component (any language) against directories of recorded cases, through the same
+    /// runtime and output policy as the host; print a diff for each case that differs.
+    Test {
+        /// The component file.
+        component: PathBuf,
+        /// Directories of cases (or single cases). Default: ./cases.
+        #[arg(default_value = "cases")]
+        cases: Vec<PathBuf>,
+        /// Record what the plugin produces now as each case's expectation (review the diff).
+        #[arg(long)]
+        bless: bool,
+    },
     /// Print a component's info, digest, size and the imports it needs.
     Inspect {
         /// A component file or, when no such file exists, a registry reference.
@@ -89,6 +116,12 @@ impl RegistryArgs {
 
 pub fn run(global: &Global, command: Command) -> Result<()> {
     match command {
+        Command::New { name, lang, dir } => new(lang, &name, dir),
+        Command::Test {
+            component,
+            cases,
+            bless,
+        } => test(&global.runtime()?, &component, &cases, bless),
         Command::Inspect {
             target,
             output,
@@ -130,6 +163,78 @@ pub fn run(global: &Global, command: Command) -> Result<()> {
             &registry.options(),
         )),
     }
+}
+
+fn new(lang: Lang, name: &str, dir: Option<PathBuf>) -> Result<()> {
+    let dir = dir.unwrap_or_else(|| PathBuf::from(name));
+    let written = scaffold::generate(lang, name, &dir)?;
+    print(&format!(
+        "wrote {} files into {}\n\
+         next: cd {} && ./build.sh && windlass plugin test {name}.wasm cases\n\
+         then: the README there says how to run it in `windlass dev`\n",
+        written.len(),
+        dir.display(),
+        dir.display(),
+    ))
+}
+
+/// Runs every case of every suite; fails naming how many cases failed.
+fn test(runtime: &Runtime, component: &Path, suites: &[PathBuf], bless: bool) -> Result<()> {
+    let bytes =
+        std::fs::read(component).with_context(|| format!("reading {}", component.display()))?;
+    let label = component
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("plugin");
+    let plugin = std::sync::Arc::new(runtime.load(label, &bytes, LoadOptions::default())?);
+    let (mut passed, mut blessed, mut failed) = (0, 0, Vec::new());
+    let mut report = String::new();
+    for dir in suites {
+        let suite = Suite::open(dir)?;
+        for case_dir in &suite.cases {
+            let name = case_dir.display().to_string();
+            let verdict = Case::load(&suite, case_dir).and_then(|case| {
+                let stage = suite.stage(plugin.clone(), &case);
+                Ok(case.check(stage, bless)?.0)
+            });
+            match verdict {
+                Ok(Verdict::Passed) => {
+                    passed += 1;
+                    report.push_str(&format!("ok       {name}\n"));
+                }
+                Ok(Verdict::Blessed) => {
+                    blessed += 1;
+                    report.push_str(&format!("blessed  {name}\n"));
+                }
+                Ok(Verdict::Failed(why)) => {
+                    report.push_str(&format!("FAILED   {name}: {why}\n"));
+                    failed.push(name);
+                }
+                Err(e) => {
+                    report.push_str(&format!("FAILED   {name}: {e:#}\n"));
+                    failed.push(name);
+                }
+            }
+        }
+    }
+    report.push_str(&format!(
+        "\n{passed} passed, {} failed{}\n",
+        failed.len(),
+        if bless {
+            format!(", {blessed} blessed")
+        } else {
+            String::new()
+        }
+    ));
+    print(&report)?;
+    if !failed.is_empty() {
+        bail!(
+            "{} of {} cases failed (`--bless` records what the plugin produces now)",
+            failed.len(),
+            passed + blessed + failed.len()
+        );
+    }
+    Ok(())
 }
 
 fn inspect(runtime: &Runtime, path: &Path, output: Output) -> Result<()> {

@@ -19,3 +19,4 @@ mod operator;
 mod render;
 mod sampledb;
 mod sandbox;
+mod templates;

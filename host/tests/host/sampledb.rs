@@ -132,6 +132,7 @@ async fn start() -> Harness {
                 )
             })
             .collect(),
+        crds: Vec::new(),
         manifests: vec![],
         operator,
         runtime,

@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 use super::{Error, Owned, Shared, fetch, status};
 use windlass_contract::{InstanceMode, Limits, LoadOptions};
 use windlass_policy::{
-    Grants, Level, PodGrants, Policy,
+    Grants, Policy,
     pipeline::{FailurePolicy, Stage},
 };
 
@@ -324,7 +324,7 @@ impl Loader {
             plugin,
             config: spec.config.clone().unwrap_or_else(|| json!({})),
             grants,
-            pods: pod_grants(&spec.pod_security),
+            pods: spec.pod_security.grants(),
             failure_policy: match spec.failure_policy {
                 crd::FailurePolicy::Fail => FailurePolicy::Fail,
                 crd::FailurePolicy::Ignore => FailurePolicy::Ignore,
@@ -478,19 +478,6 @@ impl Loader {
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
         Ok(())
-    }
-}
-
-/// What a WasmPlugin grants the pods its plugin produces.
-fn pod_grants(spec: &crd::PodSecurity) -> PodGrants {
-    PodGrants {
-        level: match spec.level {
-            crd::PodSecurityLevel::Restricted => Level::Restricted,
-            crd::PodSecurityLevel::Baseline => Level::Baseline,
-            crd::PodSecurityLevel::Privileged => Level::Privileged,
-        },
-        service_accounts: spec.service_accounts.clone(),
-        automount_token: spec.automount_service_account_token,
     }
 }
 
