@@ -16,6 +16,8 @@
 //! - `dev`: builds the plugins and runs `windlass dev`: the operator on the embedded devcluster.
 //! - `render`: builds the plugins and renders `examples/sampledb.yaml` with the storage plugin.
 //! - `bench runtime`: native vs wasm (fresh, reused) vs HTTP webhook, printing ratios.
+//! - `bench languages`: the plugin template in Rust, Python, JavaScript and Go: size, load
+//!   (compiling, from cache) and call (fresh, reused) times, printing ratios to Rust.
 //! - `bench host [--parents N]`: `windlass run` vs a native kube-runtime controller on N
 //!   SampleDBs (default 1,000): convergence time, peak RSS, hot swap vs restart; with
 //!   `--callgrind`, instructions to converge under valgrind instead (machine-independent);
@@ -42,11 +44,15 @@ fn main() -> Result<()> {
         ["render", rest @ ..] => render(rest),
         ["dev", rest @ ..] => dev(rest),
         ["bench", "runtime"] => cargo(&["bench", "-p", "windlass", "--bench", "runtime"]),
+        ["bench", "languages"] => {
+            run(Command::new("bash").arg(root().join(".ci").join("tools-plugins")))?;
+            cargo(&["bench", "-p", "windlass", "--bench", "languages"])
+        }
         ["bench", "host", rest @ ..] => bench_host(rest),
         _ => {
             eprintln!(
                 "usage: cargo xtask <ci | layers | plugins | kube | dev [ARGS…] | render [ARGS…] | \
-                 bench runtime | bench host [--parents N] [--callgrind [--window SECS]] [--real]>"
+                 bench runtime | bench languages | bench host [--parents N] [--callgrind [--window SECS]] [--real]>"
             );
             bail!("unknown task {args:?}")
         }
@@ -264,6 +270,11 @@ fn ci() -> Result<()> {
     // The Python and JavaScript plugins, which the conformance and end-to-end tests load (the
     // Rust ones are built again by the tests' own build script; cargo finds them fresh).
     plugins()?;
+    // The Python, JavaScript and Go SDKs' own tests, with each language's runner (the Rust
+    // SDK's run with the workspace; every template is built and tested by the host's tests).
+    for sdk in ["python", "js", "go"] {
+        run(Command::new("bash").arg(root().join("guest-sdk").join(sdk).join("test.sh")))?;
+    }
     // The tests' build overlaps it too; they need it only once they run.
     let workspace = ["--workspace", "--exclude", "guest-*"];
     cargo(&[&["test", "--no-run"][..], &workspace[..]].concat())?;
