@@ -145,6 +145,10 @@ pub enum Error {
     /// The parent is not an object the pipeline can run on.
     #[error("invalid parent: {0}")]
     Parent(String),
+    /// A plugin of the pipeline has no version serving (its WasmPlugin exists, with
+    /// `failurePolicy: Ignore`): left out of the run, which is then incomplete.
+    #[error("plugin {0}: no version serves")]
+    NotServing(String),
 }
 
 impl Error {
@@ -154,6 +158,7 @@ impl Error {
             Error::Plugin(e) => e.reason(),
             Error::Output(_) => "InvalidOutput",
             Error::Parent(_) => "InvalidParent",
+            Error::NotServing(_) => "NotServing",
         }
     }
 
@@ -184,6 +189,7 @@ impl Error {
         match self {
             Error::Plugin(e) => e.plugin(),
             Error::Output(v) => Some(&v.plugin),
+            Error::NotServing(p) => Some(p),
             Error::Parent(_) => None,
         }
     }
@@ -252,6 +258,7 @@ impl Pipeline {
                 family.add_names(&stage.config);
                 self.check(
                     stage,
+                    &run.name,
                     run.namespace.as_deref(),
                     &run.desired_text,
                     &family,
@@ -282,6 +289,7 @@ impl Pipeline {
     fn check(
         &self,
         stage: &Stage,
+        parent: &str,
         namespace: Option<&str>,
         inherited: &[String],
         family: &Family,
@@ -292,12 +300,13 @@ impl Pipeline {
             .iter()
             .filter_map(|text| serde_json::from_str(text).ok())
             .collect();
+        let pods = stage.pods.for_parent(parent);
         let who = Subject {
             inherited: &inherited,
             plugin,
             declared: &stage.plugin.info().child_kinds,
             grants: &stage.grants,
-            pods: &stage.pods,
+            pods: &pods,
             namespace,
             family,
         };
@@ -326,6 +335,8 @@ impl Pipeline {
 
 /// The state of one run between stages.
 struct Run {
+    /// The parent's name.
+    name: String,
     /// The parent's namespace; none for a cluster-scoped parent.
     namespace: Option<String>,
     /// Whose instances a Reuse plugin may use: the namespace, or the cluster-scoped parent.
@@ -368,6 +379,7 @@ impl Run {
             })
             .collect();
         Ok(Run {
+            name: name.to_string(),
             namespace,
             tenant,
             parent_text: parent.to_string(),

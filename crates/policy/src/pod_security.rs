@@ -77,11 +77,33 @@ impl FromStr for Level {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PodGrants {
     pub level: Level,
-    /// ServiceAccount names pods may run as (besides leaving it unset / "default").
+    /// ServiceAccount names pods may run as (besides leaving it unset / "default"). In a name,
+    /// [`PARENT`] stands for the name of the parent being reconciled: `{parent}-chaos` lets the
+    /// pods made for the parent `orders` run as `orders-chaos`, and no other parent's.
     pub service_accounts: Vec<String>,
     /// Whether pods may mount a ServiceAccount token (else automountServiceAccountToken must be
     /// false explicitly in the pod spec).
     pub automount_token: bool,
+}
+
+/// In a granted ServiceAccount name, the name of the parent being reconciled.
+pub const PARENT: &str = "{parent}";
+
+impl PodGrants {
+    /// The grants for one parent: [`PARENT`] in a ServiceAccount name replaced by its name.
+    pub fn for_parent(&self, parent: &str) -> std::borrow::Cow<'_, PodGrants> {
+        if !self.service_accounts.iter().any(|a| a.contains(PARENT)) {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        std::borrow::Cow::Owned(PodGrants {
+            service_accounts: self
+                .service_accounts
+                .iter()
+                .map(|a| a.replace(PARENT, parent))
+                .collect(),
+            ..self.clone()
+        })
+    }
 }
 
 /// The host's own ServiceAccount, never allowed to a plugin's pods, whatever is granted.
@@ -1128,6 +1150,41 @@ mod tests {
         assert_eq!(
             refused(&deployment(s), Level::Restricted),
             ("serviceAccount", format!("{D}.serviceAccount"))
+        );
+    }
+
+    #[test]
+    fn a_granted_account_may_be_named_after_the_parent() {
+        let mut s = spec();
+        // A name with `{parent}` grants the account named after the parent, and only that.
+        let per_parent = PodGrants {
+            service_accounts: vec!["{parent}-chaos".into()],
+            ..PodGrants::default()
+        };
+        s["serviceAccountName"] = json!("orders-chaos");
+        assert_eq!(
+            check_in(
+                "apps",
+                &deployment(s.clone()),
+                &per_parent.for_parent("orders")
+            ),
+            Ok(())
+        );
+        let v = check_in(
+            "apps",
+            &deployment(s.clone()),
+            &per_parent.for_parent("billing"),
+        )
+        .unwrap_err();
+        assert_eq!(
+            (v.rule, v.field.as_str()),
+            ("serviceAccount", format!("{D}.serviceAccountName").as_str())
+        );
+        assert!(v.why.contains("billing-chaos"), "{}", v.why);
+        let v = check_in("apps", &deployment(s.clone()), &per_parent).unwrap_err();
+        assert_eq!(
+            v.rule, "serviceAccount",
+            "unsubstituted, the placeholder grants nothing"
         );
     }
 
