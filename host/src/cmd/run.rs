@@ -70,7 +70,13 @@ impl Args {
                 name: self.lease_name.clone(),
                 identity: identity.clone(),
                 duration: Duration::from_secs(self.lease_seconds),
-                grace: Duration::from_secs((self.lease_seconds / 3).max(1)),
+                // At least 2 s: a leader stops leading half the grace before the Lease
+                // expires unless it has seen a renewal since (controller::leader).
+                grace: Duration::from_secs(
+                    (self.lease_seconds / 3)
+                        .max(2)
+                        .min(self.lease_seconds.saturating_sub(1).max(1)),
+                ),
             }),
             settings: controller::Settings {
                 concurrency: self.concurrency,

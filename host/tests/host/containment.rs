@@ -438,11 +438,41 @@ async fn a_plugin_declaring_a_kind_the_server_does_not_serve_is_refused_at_load(
         "{}",
         wp.message
     );
-    // The other plugin of the same kind serves.
+    // The kind's pipeline is incomplete without it: its parents wait, naming it, and nothing
+    // is applied.
     env.create_thing("t1", json!({"names": ["a"], "value": "v"}))
         .await;
+    let waiting = env
+        .thing_condition("t1", "Reconciled", "PluginsNotServing")
+        .await;
+    assert!(
+        waiting["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("unserved"),
+        "{waiting}"
+    );
+    assert!(env.children_of("t1").await.is_empty());
+    // With `failurePolicy: Ignore` the rest of the pipeline runs without it, and prunes nothing.
+    env.put_wasm_plugin(
+        "unserved",
+        THING,
+        "unserved",
+        json!({"failurePolicy": "Ignore"}),
+    )
+    .await;
     eventually("a child", || async {
         (env.children_of("t1").await.len() == 1).then_some(())
     })
     .await;
+    let skipped = env
+        .thing_condition("t1", "Reconciled", "PluginSkipped")
+        .await;
+    assert!(
+        skipped["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("unserved"),
+        "{skipped}"
+    );
 }

@@ -119,6 +119,62 @@ async fn editing_the_spec_updates_children_and_prunes_stale_ones() {
     assert_eq!(children[0].name_any(), "t1-a");
 }
 
+/// A kind's pipeline runs only when every WasmPlugin of the kind serves: with one not serving
+/// (its source missing, as at a host's start before it loaded, or refused with no earlier
+/// version), the parent is not reconciled — nothing applied, nothing pruned — and says which
+/// plugin it waits for. Found by the chaos suite: a restarted host ran the SampleDB pipeline
+/// without the backup plugin, still loading, and pruned the backup CronJobs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipeline_missing_a_wasm_plugin_prunes_nothing_until_it_serves() {
+    let mut env = Env::start().await;
+    env.with_children_plugin().await;
+    env.create_thing("t1", json!({"names": ["a", "b"], "value": "one"}))
+        .await;
+    eventually("two children", || async {
+        (env.children_of("t1").await.len() == 2).then_some(())
+    })
+    .await;
+    // A second WasmPlugin of the kind whose source does not exist: it cannot serve.
+    env.put_wasm_plugin(
+        "later",
+        ("example.com/v1", "Thing"),
+        "no-such-config-map",
+        json!({"order": 20}),
+    )
+    .await;
+    env.things()
+        .patch(
+            "t1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"names": ["a"], "value": "two"}})),
+        )
+        .await
+        .unwrap();
+    let status = env
+        .thing_condition("t1", "Reconciled", "PluginsNotServing")
+        .await;
+    assert!(
+        status["message"].as_str().unwrap_or("").contains("later"),
+        "{status}"
+    );
+    // Meanwhile nothing is applied or pruned: b stays, a keeps the old value.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let children = env.children_of("t1").await;
+    assert_eq!(children.len(), 2, "{children:?}");
+    assert!(children.iter().all(|c| data(c, "value") == "one"));
+    // Once the pipeline is whole again (here: that WasmPlugin deleted), the spec is acted on.
+    Api::<windlass::crd::WasmPlugin>::all(env.client.clone())
+        .delete("later", &DeleteParams::default())
+        .await
+        .expect("WasmPlugin deleted");
+    let children = eventually("b pruned and a updated", || async {
+        let c = env.children_of("t1").await;
+        (c.len() == 1 && data(&c[0], "value") == "two").then_some(c)
+    })
+    .await;
+    assert_eq!(children[0].name_any(), "t1-a");
+}
+
 /// The value of one series of the operator's `windlass_writes_total`.
 fn writes(env: &Env, kind: &str, outcome: &str) -> u64 {
     let text = env.operator.as_ref().unwrap().health.metrics.encode();

@@ -29,6 +29,20 @@ pub(super) async fn check(
     let Ok((resource, _)) = shared.discovery.resolve(&spec.parent.key()).await else {
         return Ok(()); // no parents can exist yet
     };
+    // Without the rest of the pipeline the run is not the one the parents will see (a missing
+    // earlier plugin's objects are missing, and references to them look foreign): no verdict.
+    // Parents wait until every plugin serves, and a failing plugin prunes nothing.
+    let others_waiting: Vec<String> = shared
+        .registry
+        .not_serving(&spec.parent.key())
+        .into_iter()
+        .map(|(w, _)| w)
+        .filter(|w| w != name)
+        .collect();
+    if !others_waiting.is_empty() {
+        tracing::info!(wasm_plugin = name, waiting = ?others_waiting, "no canary: the rest of the pipeline is not serving yet");
+        return Ok(());
+    }
     let pipeline = Arc::new(shared.registry.candidate(name, spec, stage.clone()));
     let kinds: BTreeSet<String> = pipeline
         .stages

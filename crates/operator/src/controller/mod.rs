@@ -103,6 +103,11 @@ pub enum Error {
     /// Deleting a child failed.
     #[error("pruning {object}: {source}")]
     Prune { object: String, source: kube::Error },
+    /// A WasmPlugin of the parent's kind has no serving version (loading, or refused with no
+    /// earlier version): the pipeline without it would apply, prune and finalize as if its
+    /// concern did not exist, so nothing runs until it serves.
+    #[error("waiting for WasmPlugins to serve before reconciling: {}", plugins.join(", "))]
+    NotServing { plugins: Vec<String> },
     /// Any other API call failed.
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
@@ -125,6 +130,7 @@ impl Error {
         matches!(
             self,
             Error::Source { .. }
+                | Error::NotServing { .. }
                 | Error::Kube(_)
                 | Error::Discovery { .. }
                 | Error::KindNotServed { .. }
@@ -146,6 +152,7 @@ impl Error {
             Error::NotOwned { .. } => "ObjectNotOwned",
             Error::Apply { .. } => "ApplyFailed",
             Error::Prune { .. } => "PruneFailed",
+            Error::NotServing { .. } => "PluginsNotServing",
             Error::Kube(_) => "ApiError",
             Error::Join(_) => "PluginCallAborted",
             Error::Encode { .. } => "EncodeFailed",

@@ -88,13 +88,32 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
     let Some(pipeline) = ctx.shared.registry.pipeline(&ctx.parent.key()) else {
         return Ok(Action::await_change());
     };
+    // A partial pipeline would prune what a missing plugin keeps, or let a parent go without
+    // the cleanup a missing plugin does: with a plugin missing that the run may not go without
+    // (`failurePolicy: Fail`, or any while the parent is being deleted), nothing runs, nothing
+    // is applied or deleted; with only `Ignore` ones missing it runs, incomplete, and prunes
+    // nothing.
+    let deleting = obj.metadata.deletion_timestamp.is_some();
+    let (waiting, ignored): (Vec<_>, Vec<_>) = ctx
+        .shared
+        .registry
+        .not_serving(&ctx.parent.key())
+        .into_iter()
+        .partition(|(_, policy)| deleting || *policy == crate::crd::FailurePolicy::Fail);
+    let waiting: Vec<String> = waiting.into_iter().map(|(name, _)| name).collect();
+    if !waiting.is_empty() {
+        let e = Error::NotServing { plugins: waiting };
+        if let Ok(parent) = crate::k8s::typed_json(obj, &ctx.resource) {
+            report_failure(obj, &parent, ctx, &e).await;
+        }
+        return Err(e);
+    }
     let uid = obj.uid().unwrap_or_default();
     ctx.remembered.reconciling(obj);
     let parent = crate::k8s::typed_json(obj, &ctx.resource).map_err(|source| Error::Encode {
         object: obj.name_any(),
         source,
     })?;
-    let deleting = obj.metadata.deletion_timestamp.is_some();
     let finalizing = pipeline.stages.iter().any(|s| s.plugin.info().finalizes);
     if !finalizer::hold(obj, ctx, finalizing).await? {
         return Ok(Action::await_change());
@@ -115,7 +134,14 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
     )
     .await
     {
-        Ok(outcome) => outcome,
+        Ok(mut outcome) => {
+            outcome.skipped.extend(
+                ignored
+                    .into_iter()
+                    .map(|(name, _)| windlass_policy::pipeline::Error::NotServing(name)),
+            );
+            outcome
+        }
         Err(e) => {
             if let Error::Pipeline(p) = &e
                 && let (Some(rule), Some(plugin)) = (p.rule(), p.plugin())

@@ -102,6 +102,10 @@ pub async fn run(shared: Arc<Shared>) {
             Ok(watcher::Event::Apply(wp) | watcher::Event::InitApply(wp)) => {
                 let name = wp.name_any();
                 seen_in_init.insert(name.clone());
+                // Before any load: its kind's pipeline is incomplete until a version serves.
+                shared
+                    .registry
+                    .expect(&name, wp.spec.parent.clone(), wp.spec.failure_policy);
                 // The host's own status writes come back as changes too: only a new spec is
                 // a reason to load (sources that move are watched or polled on their own).
                 let same = loader
@@ -121,6 +125,12 @@ pub async fn run(shared: Arc<Shared>) {
                         loader.forget(&name);
                     }
                 }
+                for name in shared.registry.expected_names() {
+                    if !seen_in_init.contains(&name) {
+                        shared.registry.unexpect(&name);
+                    }
+                }
+                shared.registry.listed();
             }
             Err(e) => tracing::warn!(error = %e, "watching WasmPlugins"),
         }
@@ -137,6 +147,7 @@ impl Loader {
     }
 
     fn forget(&self, name: &str) {
+        self.shared.registry.unexpect(name);
         self.lock_specs().remove(name);
         self.lock_retry().remove(name);
         self.forget_manifest(name);

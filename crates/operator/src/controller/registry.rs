@@ -14,7 +14,7 @@ use windlass_policy::{
     pipeline::{Pipeline, Stage},
 };
 
-use crate::crd::{ParentKind, WasmPluginSpec};
+use crate::crd::{FailurePolicy, ParentKind, WasmPluginSpec};
 
 /// One loaded WasmPlugin.
 #[derive(Debug, Clone)]
@@ -44,6 +44,11 @@ pub struct Registry {
 #[derive(Debug, Default)]
 struct State {
     entries: BTreeMap<String, Entry>,
+    /// Every WasmPlugin in the cluster, by name, with its parent kind and failure policy:
+    /// what each kind's pipeline is meant to hold, served or not.
+    expected: BTreeMap<String, (ParentKind, FailurePolicy)>,
+    /// Whether the WasmPlugins have been listed once: until then nothing is known complete.
+    listed: bool,
     pipelines: HashMap<String, Arc<Pipeline>>,
     triggers: HashMap<String, watch::Sender<u64>>,
     policy: Policy,
@@ -144,6 +149,70 @@ impl Registry {
         true
     }
 
+    /// Records a WasmPlugin that exists in the cluster, whether or not a version of it serves.
+    pub fn expect(&self, wasm_plugin: &str, parent: ParentKind, failure_policy: FailurePolicy) {
+        let mut state = self.lock();
+        let previous = state
+            .expected
+            .insert(wasm_plugin.to_string(), (parent.clone(), failure_policy));
+        if previous.as_ref().map(|(p, f)| (p, *f)) != Some((&parent, failure_policy)) {
+            notify(&mut state, &parent.key());
+            if let Some((old, _)) = previous
+                && old != parent
+            {
+                notify(&mut state, &old.key());
+            }
+        }
+    }
+
+    /// The names of every WasmPlugin known to exist.
+    pub fn expected_names(&self) -> Vec<String> {
+        self.lock().expected.keys().cloned().collect()
+    }
+
+    /// Forgets a WasmPlugin deleted from the cluster.
+    pub fn unexpect(&self, wasm_plugin: &str) {
+        let mut state = self.lock();
+        if let Some((parent, _)) = state.expected.remove(wasm_plugin) {
+            notify(&mut state, &parent.key());
+        }
+    }
+
+    /// Every WasmPlugin has been listed once: from now on [`Registry::not_serving`] knows
+    /// them all.
+    pub fn listed(&self) {
+        let mut state = self.lock();
+        if !state.listed {
+            state.listed = true;
+            let kinds: Vec<String> = state.triggers.keys().cloned().collect();
+            for kind in kinds {
+                notify(&mut state, &kind);
+            }
+        }
+    }
+
+    /// The WasmPlugins of `kind` that exist but have no serving version, with their failure
+    /// policies: while one with `Fail` is among them, the kind's pipeline is not the one its
+    /// WasmPlugins describe, and running it would prune (or finalize) without that plugin.
+    /// Before the first listing, a placeholder stands for the WasmPlugins not known yet.
+    pub fn not_serving(&self, kind: &str) -> Vec<(String, FailurePolicy)> {
+        let state = self.lock();
+        if !state.listed {
+            return vec![(
+                "(the WasmPlugins are not listed yet)".into(),
+                FailurePolicy::Fail,
+            )];
+        }
+        state
+            .expected
+            .iter()
+            .filter(|(name, (parent, _))| {
+                parent.key() == kind && !state.entries.contains_key(name.as_str())
+            })
+            .map(|(name, (_, policy))| (name.clone(), *policy))
+            .collect()
+    }
+
     /// The names of every loaded WasmPlugin.
     pub fn names(&self) -> Vec<String> {
         self.lock().entries.keys().cloned().collect()
@@ -190,6 +259,13 @@ impl Registry {
     fn bump(&self, state: &mut State) {
         state.version += 1;
         self.changed.send_replace(state.version);
+    }
+}
+
+/// Tells the controller of `kind` to reconcile every parent again.
+fn notify(state: &mut State, kind: &str) {
+    if let Some(trigger) = state.triggers.get(kind) {
+        trigger.send_modify(|v| *v += 1);
     }
 }
 

@@ -275,6 +275,16 @@ impl Env {
             .expect("Thing created");
     }
 
+    /// Waits until the Thing `name` has the condition `kind` with `reason`, and returns it.
+    pub async fn thing_condition(&self, name: &str, kind: &str, reason: &str) -> Value {
+        eventually(&format!("{name}'s {kind} condition {reason}"), || async {
+            let thing = serde_json::to_value(self.things().get(name).await.ok()?).ok()?;
+            let c = condition(&thing, kind)?.clone();
+            (c["reason"] == reason).then_some(c)
+        })
+        .await
+    }
+
     pub fn config_maps(&self) -> Api<ConfigMap> {
         Api::namespaced(self.client.clone(), "shop")
     }
