@@ -12,6 +12,9 @@ pub const SAMPLEDB_PLUGINS: &[(&str, &str)] = &[
     ("sampledb-upgrade", "sampledb-upgrade"),
     ("sampledb-primary", "plugins/sampledb-primary"),
     ("sampledb-conventions", "plugins/sampledb-conventions"),
+    // Last: what it produces is its own, and the conventions would otherwise edit its
+    // ServiceAccount, Role and RoleBinding, kinds they do not declare.
+    ("sampledb-chaos", "plugins/sampledb-chaos"),
 ];
 
 /// Whether a source is a cargo package (else a directory with a `build.sh`).

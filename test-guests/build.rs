@@ -59,6 +59,13 @@ const COMPONENTS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// Guests that wrap a SampleDB plugin (built on their own, see `main`), as in `COMPONENTS`.
+const WRAPPERS: &[(&str, &str, &str)] = &[(
+    "FLAKY_STORAGE",
+    "guest-flaky-storage",
+    "guest_flaky_storage",
+)];
+
 fn main() {
     let manifest =
         PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
@@ -79,69 +86,33 @@ fn main() {
     );
 
     let target_dir = root.join("target").join("wasm");
-    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(&root)
-        .args([
-            "build",
-            "--release",
-            "--target",
-            "wasm32-wasip2",
-            "--config",
-            "profile.release.debug=false",
-            "--config",
-            "profile.release.strip=true",
-            // Small components (a ConfigMap holds 1 MiB): the same flags as in
-            // xtask/src/main.rs, or the two builds would keep rebuilding each other's artifacts.
-            "--config",
-            "profile.release.lto=true",
-            "--config",
-            "profile.release.codegen-units=1",
-            "--config",
-            "profile.release.opt-level='s'",
-            "--target-dir",
-        ])
-        .arg(&target_dir);
-    for (_, package, _) in COMPONENTS {
-        cmd.args(["-p", package]);
-    }
-    for (_, package) in SAMPLEDB_PLUGINS.iter().filter(|(_, s)| is_cargo_package(s)) {
-        cmd.args(["-p", package]);
-    }
-    // The outer build's settings (its target, flags, jobserver, profile) must not leak into the
-    // nested one.
-    for (key, _) in env::vars() {
-        if (key.starts_with("CARGO_") && key != "CARGO_HOME")
-            || key.starts_with("RUSTC_")
-            || matches!(
-                key.as_str(),
-                "RUSTFLAGS"
-                    | "RUSTDOCFLAGS"
-                    | "MAKEFLAGS"
-                    | "MFLAGS"
-                    | "TARGET"
-                    | "HOST"
-                    | "OUT_DIR"
-                    | "PROFILE"
-                    | "OPT_LEVEL"
-                    | "DEBUG"
-                    | "NUM_JOBS"
-            )
-        {
-            cmd.env_remove(key);
-        }
-    }
-    let status = cmd
-        .status()
-        .expect("running cargo for the wasm32-wasip2 guests");
-    assert!(
-        status.success(),
-        "building the wasm32-wasip2 guests failed (is the target installed? `rustup target add wasm32-wasip2`)"
+    let mut packages: Vec<&str> = COMPONENTS.iter().map(|(_, package, _)| *package).collect();
+    packages.extend(
+        SAMPLEDB_PLUGINS
+            .iter()
+            .filter(|(_, s)| is_cargo_package(s))
+            .map(|(_, package)| *package),
+    );
+    build(&root, &target_dir, &packages);
+    // Guests wrapping a SampleDB plugin without its export, in a build and a target dir of
+    // their own: built together, cargo would unify the plugin's features (and export both);
+    // in the same target dir, building the plugin as a dependency without its export
+    // overwrites the plugin's own component.
+    let wrappers_dir = root.join("target").join("wasm-wrappers");
+    build(
+        &root,
+        &wrappers_dir,
+        &WRAPPERS.iter().map(|(_, p, _)| *p).collect::<Vec<_>>(),
     );
 
     let out_dir = target_dir.join("wasm32-wasip2").join("release");
     let mut consts = String::new();
-    for (name, package, stem) in COMPONENTS {
+    let wrappers_out = wrappers_dir.join("wasm32-wasip2").join("release");
+    let built = COMPONENTS
+        .iter()
+        .map(|c| (c, &out_dir))
+        .chain(WRAPPERS.iter().map(|c| (c, &wrappers_out)));
+    for ((name, package, stem), out_dir) in built {
         let path = out_dir.join(format!("{stem}.wasm"));
         assert!(
             path.exists(),
@@ -185,4 +156,64 @@ fn main() {
     let generated =
         Path::new(&env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("components.rs");
     std::fs::write(generated, consts).expect("writing components.rs");
+}
+
+/// Builds `packages` for wasm32-wasip2 in one nested cargo invocation.
+fn build(root: &Path, target_dir: &Path, packages: &[&str]) {
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(&root)
+        .args([
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "--config",
+            "profile.release.debug=false",
+            "--config",
+            "profile.release.strip=true",
+            // Small components (a ConfigMap holds 1 MiB): the same flags as in
+            // xtask/src/main.rs, or the two builds would keep rebuilding each other's artifacts.
+            "--config",
+            "profile.release.lto=true",
+            "--config",
+            "profile.release.codegen-units=1",
+            "--config",
+            "profile.release.opt-level='s'",
+            "--target-dir",
+        ])
+        .arg(&target_dir);
+    for package in packages {
+        cmd.args(["-p", package]);
+    }
+    // The outer build's settings (its target, flags, jobserver, profile) must not leak into the
+    // nested one.
+    for (key, _) in env::vars() {
+        if (key.starts_with("CARGO_") && key != "CARGO_HOME")
+            || key.starts_with("RUSTC_")
+            || matches!(
+                key.as_str(),
+                "RUSTFLAGS"
+                    | "RUSTDOCFLAGS"
+                    | "MAKEFLAGS"
+                    | "MFLAGS"
+                    | "TARGET"
+                    | "HOST"
+                    | "OUT_DIR"
+                    | "PROFILE"
+                    | "OPT_LEVEL"
+                    | "DEBUG"
+                    | "NUM_JOBS"
+            )
+        {
+            cmd.env_remove(key);
+        }
+    }
+    let status = cmd
+        .status()
+        .expect("running cargo for the wasm32-wasip2 guests");
+    assert!(
+        status.success(),
+        "building the wasm32-wasip2 guests failed (is the target installed? `rustup target add wasm32-wasip2`)"
+    );
 }

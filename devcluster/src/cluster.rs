@@ -162,6 +162,13 @@ impl DevCluster {
         self.cluster.store.compact();
     }
 
+    /// Every change from now on, as the store records it: what an observer sees without going
+    /// through the API (so without its injected faults). The channel keeps 65,536 events; a
+    /// receiver that falls further behind is told it lagged.
+    pub fn events(&self) -> tokio::sync::broadcast::Receiver<std::sync::Arc<crate::store::Event>> {
+        self.cluster.store.subscribe()
+    }
+
     /// The current resourceVersion.
     pub fn resource_version(&self) -> u64 {
         self.cluster.store.current_rv()

@@ -170,6 +170,15 @@ impl ApiError {
         Self::new(500, "InternalError", message)
     }
 
+    /// 504, as kube-apiserver answers a request that ran past its request timeout.
+    pub fn timeout() -> Self {
+        Self::new(
+            504,
+            "Timeout",
+            "Timeout: request did not complete within the allotted timeout",
+        )
+    }
+
     /// 429 with `Retry-After`.
     pub fn too_many_requests(retry_after: u64) -> Self {
         let mut e = Self::new(

@@ -1,5 +1,6 @@
-//! Fault injection: per-verb error rates (500, 429 with `Retry-After`, 409), added latency,
-//! watch streams cut every N seconds, and restarts that drop every connection and watch while
+//! Fault injection: per-verb error rates (500, 429 with `Retry-After`, 409), a mix of codes on
+//! every verb, requests that time out (answered 504 after a delay, as kube-apiserver answers a
+//! request past its timeout), added latency, watch streams cut every N seconds, and restarts that drop every connection and watch while
 //! the store (and so resourceVersion continuity) survives.
 //!
 //! Set at run time through [`Faults`] (from `DevCluster::faults()`) or over HTTP:
@@ -39,6 +40,23 @@ pub struct FaultConfig {
     /// Watch streams end after this many seconds (default: never, beyond `timeoutSeconds`).
     #[serde(default)]
     pub watch_cut_secs: Option<u64>,
+    /// On every verb, after `errors` (a request gets at most one fault): each code with its own
+    /// rate; the rates add up (e.g. 500, 409 and 429 at 10% together).
+    #[serde(default)]
+    pub mix: Vec<ErrorRate>,
+    /// A fraction of requests that time out: held for `after_ms`, then answered 504.
+    #[serde(default)]
+    pub timeouts: Option<Timeouts>,
+}
+
+/// Requests that run past the server's timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Timeouts {
+    /// 0.0 ..= 1.0.
+    pub rate: f64,
+    /// How long the request is held before the 504.
+    pub after_ms: u64,
 }
 
 /// The fault switchboard.
@@ -130,8 +148,26 @@ impl Faults {
     pub fn decide(&self, verb: &str) -> (Duration, Option<ApiError>) {
         let c = self.config();
         let latency = Duration::from_millis(c.latency_ms);
+        if let Some(t) = c.timeouts
+            && self.random() < t.rate
+        {
+            return (
+                latency + Duration::from_millis(t.after_ms),
+                Some(ApiError::timeout()),
+            );
+        }
         let rate = c.errors.get(verb).or_else(|| c.errors.get("*")).copied();
-        let err = rate.filter(|r| self.random() < r.rate).map(|r| match r.code {
+        let mixed = || {
+            let mut draw = self.random();
+            c.mix.iter().copied().find(|r| {
+                draw -= r.rate;
+                draw < 0.0
+            })
+        };
+        let err = rate
+            .filter(|r| self.random() < r.rate)
+            .or_else(mixed)
+            .map(|r| match r.code {
             429 => ApiError::too_many_requests(r.retry_after_secs.unwrap_or(1)),
             409 => ApiError::conflict("", "injected", "fault", "the object has been modified; please apply your changes to the latest version and try again"),
             code => {
@@ -158,6 +194,53 @@ mod tests {
         assert_eq!((e.code, e.retry_after), (429, Some(1)));
         assert!((0..100).all(|_| f.decide("get").1.is_none()));
         assert!(f.decide("list").1.is_none());
+    }
+
+    #[test]
+    fn a_mix_of_codes_fails_each_at_its_rate_and_timeouts_answer_504_late() {
+        let f = Faults::default();
+        f.set(FaultConfig {
+            mix: [(500, 0.1), (409, 0.1), (429, 0.1)]
+                .into_iter()
+                .map(|(code, rate)| ErrorRate {
+                    code,
+                    rate,
+                    retry_after_secs: Some(2),
+                })
+                .collect(),
+            timeouts: Some(Timeouts {
+                rate: 0.05,
+                after_ms: 250,
+            }),
+            ..FaultConfig::default()
+        });
+        let mut counts = BTreeMap::new();
+        for _ in 0..10_000 {
+            let (latency, e) = f.decide("patch");
+            let code = e.as_ref().map_or(200, |e| e.code);
+            if let Some(e) = &e
+                && e.code == 429
+            {
+                assert_eq!(e.retry_after, Some(2));
+            }
+            if code == 504 {
+                assert_eq!(latency, Duration::from_millis(250));
+            }
+            *counts.entry(code).or_insert(0) += 1;
+        }
+        // 5% time out; of the rest, 10% each of 500, 409 and 429.
+        for (code, low, high) in [
+            (504, 400, 600),
+            (500, 800, 1100),
+            (409, 800, 1100),
+            (429, 800, 1100),
+        ] {
+            let n = counts.get(&code).copied().unwrap_or(0);
+            assert!(
+                (low..high).contains(&n),
+                "{code}: {n} of 10000 ({counts:?})"
+            );
+        }
     }
 
     #[test]

@@ -119,3 +119,12 @@ func TestPanicIsFailed(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestKindOfNoErrorSaysSo(t *testing.T) {
+	defer func() {
+		if r := recover(); r != "windlasstest: expected an error, got nil" {
+			t.Fatalf("recovered %v", r)
+		}
+	}()
+	windlasstest.Kind(nil)
+}

@@ -130,7 +130,13 @@ pub async fn start_on(client: Client, config: DevConfig) -> Result<Dev> {
 /// How long a new CRD may take to be served.
 const CRD_ESTABLISHED_TIMEOUT: Duration = Duration::from_secs(30);
 
-async fn install(cluster: Option<DevCluster>, client: Client, config: DevConfig) -> Result<Dev> {
+/// What [`start_on`] installs before it starts the operator: the CRDs (the host's and
+/// `config.crds`), the system namespace, and a WasmPlugin for each plugin, with what `windlass
+/// dev` grants it. For a host run elsewhere (`windlass run`) on that cluster.
+///
+/// # Errors
+/// Any step's error, naming the file or object.
+pub async fn prepare(client: &Client, config: &DevConfig) -> Result<()> {
     let apply = PatchParams::apply("windlass-dev").force();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut all = crate::crds();
@@ -162,8 +168,14 @@ async fn install(cluster: Option<DevCluster>, client: Client, config: DevConfig)
         .patch(SYSTEM_NAMESPACE, &apply, &Patch::Apply(&ns))
         .await?;
     for (order, (name, api_version, kind, path)) in config.plugins.iter().enumerate() {
-        install_plugin(&client, name, api_version, kind, path, order).await?;
+        install_plugin(client, name, api_version, kind, path, order).await?;
     }
+    Ok(())
+}
+
+async fn install(cluster: Option<DevCluster>, client: Client, config: DevConfig) -> Result<Dev> {
+    prepare(&client, &config).await?;
+    let apply = PatchParams::apply("windlass-dev").force();
     let (stop, stopped) = watch::channel(false);
     let engine = Arc::new(Runtime::new(config.runtime.clone())?);
     let (operator, task) =
@@ -270,6 +282,20 @@ pub const STORAGE_GRANTS: &[&str] = &[
     "batch/v1/Job",
 ];
 
+/// What `windlass dev` grants the SampleDB chaos plugin: the ServiceAccount, Role and
+/// RoleBinding its CronJob's pods run with (privileged kinds, never granted by declaring
+/// them), and the CronJob.
+pub const CHAOS_GRANTS: &[&str] = &[
+    "v1/ServiceAccount",
+    "rbac.authorization.k8s.io/v1/Role",
+    "rbac.authorization.k8s.io/v1/RoleBinding",
+    "batch/v1/CronJob",
+];
+
+/// The ServiceAccount the chaos plugin's pods may run as, with its token: the one named after
+/// their SampleDB (`{parent}` is the parent's name), so no database's chaos runs as another's.
+pub const CHAOS_ACCOUNT: &str = "{parent}-chaos";
+
 /// The backup volume `windlass dev` names in the backup and upgrade plugins' config.
 pub const BACKUP_CLAIM: &str = "sampledb-backups";
 
@@ -321,6 +347,15 @@ async fn install_plugin(
         // pods may mount it only because the operator names it here (policy::references).
         "sampledb-backup" | "sampledb-upgrade" => {
             wp["spec"]["config"] = json!({ "backupClaim": BACKUP_CLAIM });
+        }
+        // The worked example of grants: kinds no plugin gets by declaring them, and pods that
+        // run as an account of their own with its token.
+        "sampledb-chaos" => {
+            wp["spec"]["grants"] = json!(CHAOS_GRANTS);
+            wp["spec"]["podSecurity"] = json!({
+                "serviceAccounts": [CHAOS_ACCOUNT],
+                "automountServiceAccountToken": true,
+            });
         }
         _ => {}
     }

@@ -16,6 +16,8 @@
 //! - `dev`: builds the plugins and runs `windlass dev`: the operator on the embedded devcluster.
 //! - `render`: builds the plugins and renders `examples/sampledb.yaml` with the storage plugin.
 //! - `bench runtime`: native vs wasm (fresh, reused) vs HTTP webhook, printing ratios.
+//! - `chaos`: the full chaos suite (host/tests/host/chaos.rs; `WINDLASS_CHAOS_PARENTS`, default
+//!   200), printing its figures; CI runs the short version with the other tests.
 //! - `bench languages`: the plugin template in Rust, Python, JavaScript and Go: size, load
 //!   (compiling, from cache) and call (fresh, reused) times, printing ratios to Rust.
 //! - `bench host [--parents N]`: `windlass run` vs a native kube-runtime controller on N
@@ -44,6 +46,7 @@ fn main() -> Result<()> {
         ["render", rest @ ..] => render(rest),
         ["dev", rest @ ..] => dev(rest),
         ["bench", "runtime"] => cargo(&["bench", "-p", "windlass", "--bench", "runtime"]),
+        ["chaos"] => chaos(),
         ["bench", "languages"] => {
             run(Command::new("bash").arg(root().join(".ci").join("tools-plugins")))?;
             cargo(&["bench", "-p", "windlass", "--bench", "languages"])
@@ -51,7 +54,7 @@ fn main() -> Result<()> {
         ["bench", "host", rest @ ..] => bench_host(rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci | layers | plugins | kube | dev [ARGS…] | render [ARGS…] | \
+                "usage: cargo xtask <ci | layers | plugins | kube | dev [ARGS…] | render [ARGS…] | chaos | \
                  bench runtime | bench languages | bench host [--parents N] [--callgrind [--window SECS]] [--real]>"
             );
             bail!("unknown task {args:?}")
@@ -260,6 +263,23 @@ const REAL_CLUSTER_HOST_MODULES: &[&str] = &["operator::", "containment::", "oci
 /// The devcluster's own scenario suites, which run on real control planes too (they measure
 /// its fidelity).
 const REAL_CLUSTER_DEVCLUSTER_TESTS: &[&str] = &["kube_rs", "kubectl"];
+
+/// The full chaos suite, with its figures: the plugins first (the suite loads them by path).
+fn chaos() -> Result<()> {
+    plugins()?;
+    cargo(&[
+        "test",
+        "-p",
+        "windlass",
+        "--test",
+        "host",
+        "--",
+        "chaos::the_full_chaos_suite",
+        "--ignored",
+        "--exact",
+        "--nocapture",
+    ])
+}
 
 fn ci() -> Result<()> {
     // The wasm target, rustfmt, the test registry, skopeo and helm, each only when missing.

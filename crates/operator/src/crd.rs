@@ -210,10 +210,12 @@ pub struct PluginLimits {
 /// What a failure of the plugin does to a reconcile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub enum FailurePolicy {
-    /// Stop: apply nothing, prune nothing, report the error.
+    /// Stop: apply nothing, prune nothing, report the error. Until a version of the plugin
+    /// serves, the parents of its kind are not reconciled at all.
     #[default]
     Fail,
-    /// Skip the plugin and go on; nothing is pruned while it fails.
+    /// Skip the plugin and go on; nothing is pruned while it fails or no version of it serves
+    /// (a parent being deleted waits for it).
     Ignore,
 }
 

@@ -25,6 +25,7 @@
 mod backend;
 mod cronjob;
 mod job;
+mod kubectl;
 pub mod remote;
 mod statefulset;
 mod workloads;

@@ -52,6 +52,10 @@ pub(super) fn start_pod(sim: &Arc<Sim>, pod: &Value) {
                 json!({"name": c["name"], "image": c["image"], "imageID": "", "ready": running, "started": running, "restartCount": 0, "state": state})
             })
             .collect();
+        // No container runs here: what a Job's Pod does through the API, the simulator does.
+        if phase == "Succeeded" {
+            super::kubectl::run(&sim, &ns, &containers);
+        }
         let ready = if running { "True" } else { "False" };
         let status = json!({"status": {"phase": phase, "podIP": sim.ip(), "hostIP": "10.0.0.1", "startTime": now,
             "conditions": [

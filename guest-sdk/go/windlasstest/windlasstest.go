@@ -88,8 +88,17 @@ func (h *Harness) Run(p windlass.Plugin) (*windlass.Output, error) {
 	return out, nil
 }
 
-// Kind is the plugin-error kind of an error (windlass.KindFailed for a plain error).
-func Kind(err error) windlass.ErrorKind { return windlass.AsError(err).Kind }
+// Kind is the plugin-error kind of an error (windlass.KindFailed for a plain error). It
+// panics, saying so, when there is no error: check for one first.
+func Kind(err error) windlass.ErrorKind { return mustError(err).Kind }
 
-// Message is the message the host receives for an error.
-func Message(err error) string { return windlass.AsError(err).Message }
+// Message is the message the host receives for an error; like Kind, it needs an error.
+func Message(err error) string { return mustError(err).Message }
+
+func mustError(err error) *windlass.Error {
+	e := windlass.AsError(err)
+	if e == nil {
+		panic("windlasstest: expected an error, got nil")
+	}
+	return e
+}

@@ -168,6 +168,13 @@ fn the_case_settings_are_what_the_operator_gives() {
             "{dir}"
         );
     }
+    let chaos = suite("chaos");
+    assert_eq!(chaos.grants, windlass::dev::CHAOS_GRANTS);
+    assert_eq!(
+        chaos.pod_security.service_accounts,
+        [windlass::dev::CHAOS_ACCOUNT]
+    );
+    assert!(chaos.pod_security.automount_service_account_token);
     for dir in ["primary", "conventions"] {
         let settings = suite(dir);
         assert!(

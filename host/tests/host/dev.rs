@@ -1,4 +1,4 @@
-//! `windlass dev`, the README's first command: the devcluster, the CRDs, the five SampleDB
+//! `windlass dev`, the README's first command: the devcluster, the CRDs, the six SampleDB
 //! plugins where `cargo xtask plugins` puts them (which `cargo xtask ci` runs first) and the
 //! examples, reconciled.
 

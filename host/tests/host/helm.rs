@@ -371,10 +371,11 @@ async fn the_sampledb_preset_renders_its_plugin_and_rules_for_its_kinds_only() {
         verbs_on(&rules, "apps", "statefulsets"),
         ["get", "list", "watch", "create", "patch", "delete"]
     );
-    // Narrowed verbs stay narrow: Pods are labelled, never created or deleted.
+    // Narrowed verbs stay narrow: Pods are labelled, never created; deleted only so that the
+    // host may create the chaos plugin's Role, which allows that.
     assert_eq!(
         verbs_on(&rules, "", "pods"),
-        ["get", "list", "watch", "patch"]
+        ["get", "list", "watch", "patch", "delete"]
     );
     assert!(verbs_on(&rules, "apps", "deployments").is_empty());
     env.shutdown().await;
@@ -620,8 +621,8 @@ fn every_rendered_object_has_only_fields_its_kind_defines() {
     let count = assert_only_known_fields(
         &template(&[&sampledb_values()], &[]).expect("the SampleDB preset"),
     );
-    // And the ConfigMap Role(Binding) and the five WasmPlugins.
-    assert_eq!(count, 14, "objects rendered by the SampleDB preset");
+    // And the ConfigMap Role(Binding) and the six WasmPlugins.
+    assert_eq!(count, 15, "objects rendered by the SampleDB preset");
     // Every optional value set at once, so the templates' optional branches are checked too.
     let everything = template(
         &[&sampledb_values()],
@@ -656,5 +657,5 @@ fn every_rendered_object_has_only_fields_its_kind_defines() {
     )
     .expect("every optional value");
     // The preset's objects, and a ConfigMap Role(Binding) for the namespace `plugins`.
-    assert_eq!(assert_only_known_fields(&everything), 16);
+    assert_eq!(assert_only_known_fields(&everything), 17);
 }

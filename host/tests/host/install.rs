@@ -132,20 +132,22 @@ const CAN_I: &[(&str, &str, &str, bool)] = &[
     ("list", "wasmplugins.windlass.dev", "", true),
     ("patch", "wasmplugins.windlass.dev/status", "", true),
     ("create", "leases.coordination.k8s.io", NAMESPACE, true),
-    // What it must not.
-    ("create", "pods", APP, false),
-    ("delete", "pods", APP, false),
-    ("create", "persistentvolumeclaims", APP, false),
-    ("update", "persistentvolumeclaims", APP, false),
-    ("create", "serviceaccounts", APP, false),
-    ("create", "serviceaccounts/token", APP, false),
-    ("create", "roles.rbac.authorization.k8s.io", APP, false),
+    // What the chaos plugin's CronJob needs: its account, a Role that may delete Pods (which
+    // the host may create only if it holds that itself) and the binding.
+    ("delete", "pods", APP, true),
+    ("create", "serviceaccounts", APP, true),
+    ("create", "roles.rbac.authorization.k8s.io", APP, true),
     (
         "create",
         "rolebindings.rbac.authorization.k8s.io",
         APP,
-        false,
+        true,
     ),
+    // What it must not.
+    ("create", "pods", APP, false),
+    ("create", "persistentvolumeclaims", APP, false),
+    ("update", "persistentvolumeclaims", APP, false),
+    ("create", "serviceaccounts/token", APP, false),
     (
         "create",
         "clusterrolebindings.rbac.authorization.k8s.io",

@@ -7,6 +7,7 @@
 
 mod support;
 
+mod chaos;
 mod conformance;
 mod containment;
 mod crds;

@@ -1,6 +1,6 @@
 //! The SampleDB operator end to end: `windlass dev` (devcluster, simulator, CRDs, operator)
-//! with the five SampleDB plugins — storage, backup and upgrade in Rust, primary election in
-//! Python, conventions in JavaScript — through a database's whole life.
+//! with the six SampleDB plugins — storage, backup and upgrade in Rust, primary election in
+//! Python, conventions in JavaScript, chaos in Go — through a database's whole life.
 //!
 //! With `WINDLASS_TEST_CLUSTER=real` the same tests run on a real control plane of their own
 //! (`windlass_kubeplane`: kube-apiserver with admission, kube-controller-manager's StatefulSet,
@@ -94,7 +94,7 @@ impl Harness {
     }
 }
 
-/// Starts `windlass dev` with the five plugins, the backup volume and nothing else.
+/// Starts `windlass dev` with the six plugins, the backup volume and nothing else.
 async fn start() -> Harness {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let plugins = guests::SAMPLEDB;
@@ -1046,6 +1046,169 @@ async fn the_statefulset_is_held_exactly_while_a_plugin_finalizes() {
     eventually("the StatefulSet held again", || async {
         let sts = k.get::<StatefulSet>("held").await?;
         (!owned(&sts) && sts.labels().get("windlass.dev/parent-uid") == Some(&uid)).then_some(())
+    })
+    .await;
+    dev.shutdown().await;
+}
+
+/// Chaos as a SampleDB capability: with `spec.chaos.killPrimaryEvery` the chaos plugin (Go)
+/// runs a CronJob whose Pod deletes the primary's Pod through the API, as its own
+/// ServiceAccount with a Role that allows just that — kinds and an account the plugin has only
+/// by its WasmPlugin's grants. Each time, a new primary is elected and the client Service points
+/// at it within `FAILOVER_BOUND`, and no data volume goes. Chaos off prunes all of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn chaos_kills_the_primary_and_a_new_one_serves_without_losing_a_volume() {
+    /// From the chaos Job's start to the new primary labelled and selected.
+    const FAILOVER_BOUND: Duration = Duration::from_secs(30);
+    let dev = start().await;
+    let k = Cluster::new(&dev);
+    k.create_db(
+        "chaos",
+        json!({"version": "16.4", "replicas": 3, "storage": {"size": "1Gi"},
+               "chaos": {"killPrimaryEvery": "10m"}}),
+    )
+    .await
+    .expect("created");
+    let status = k
+        .status_until("chaos", "Ready with a primary and chaos on", |s| {
+            s["phase"] == "Ready"
+                && s["readyReplicas"] == 3
+                && s["primary"].is_string()
+                && condition(s, "Chaos").is_some_and(|c| c["status"] == "True")
+        })
+        .await;
+    let mut primary = status["primary"].as_str().expect("primary").to_string();
+    // What the grants let the plugin make: an account of the database's own, a Role that may
+    // list and delete Pods and nothing else, bound to it, and the CronJob running as it.
+    let cron: CronJob = k.get("chaos-chaos").await.expect("the chaos CronJob");
+    let cron_spec = cron.spec.expect("spec");
+    assert_eq!(cron_spec.schedule, "*/10 * * * *");
+    let pod_spec = cron_spec
+        .job_template
+        .spec
+        .clone()
+        .expect("job")
+        .template
+        .spec
+        .expect("pod");
+    assert_eq!(
+        pod_spec.service_account_name.as_deref(),
+        Some("chaos-chaos")
+    );
+    assert_eq!(pod_spec.automount_service_account_token, Some(true));
+    let roles: Api<DynamicObject> = Api::namespaced_with(
+        k.client.clone(),
+        NS,
+        &ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "Role",
+        )),
+    );
+    let role = roles.get("chaos-chaos").await.expect("the Role");
+    assert_eq!(
+        role.data["rules"],
+        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete"]}])
+    );
+    let volumes = |pvcs: Vec<PersistentVolumeClaim>| -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = pvcs
+            .into_iter()
+            .filter(|p| p.name_any().starts_with("data-chaos-"))
+            .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
+            .collect();
+        v.sort();
+        v
+    };
+    let before = volumes(
+        k.api::<PersistentVolumeClaim>()
+            .list(&ListParams::default())
+            .await
+            .expect("PVCs")
+            .items,
+    );
+    assert_eq!(before.len(), 3, "{before:?}");
+
+    // Two rounds of chaos. The CronJob fires every ten minutes (every ten seconds in the
+    // devcluster, whose CronJobs run 60× faster); to know when each round starts, run its Job
+    // now, from the CronJob's own template, as `kubectl create job --from=cronjob/…` does.
+    for round in 1..=2 {
+        let job: Job = serde_json::from_value(json!({
+            "metadata": {"name": format!("chaos-chaos-now-{round}"),
+                         "labels": cron_spec.job_template.metadata.as_ref().and_then(|m| m.labels.clone())},
+            "spec": cron_spec.job_template.spec.clone(),
+        }))
+        .expect("a Job");
+        let started = tokio::time::Instant::now();
+        k.api::<Job>()
+            .create(&PostParams::default(), &job)
+            .await
+            .expect("the chaos Job");
+        let old = primary.clone();
+        let status = k
+            .status_within(FAILOVER_BOUND, "chaos", "a new primary", |s| {
+                s["primary"].is_string() && s["primary"] != old.as_str()
+            })
+            .await;
+        primary = status["primary"].as_str().expect("primary").to_string();
+        // The client Service selects the primary role, and exactly the new primary has it.
+        loop {
+            let pods = k
+                .api::<Pod>()
+                .list(&ListParams::default().labels(&format!(
+                    "app.kubernetes.io/instance=chaos,{}=primary",
+                    sampledb_api::ROLE_LABEL
+                )))
+                .await
+                .expect("Pods");
+            let names: Vec<String> = pods.items.iter().map(|p| p.name_any()).collect();
+            if names == [primary.clone()] {
+                break;
+            }
+            assert!(
+                started.elapsed() < FAILOVER_BOUND,
+                "round {round}: after {FAILOVER_BOUND:?} the Pods labelled primary are \
+                 {names:?}, not [{primary}]"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let service: Service = k.get("chaos").await.expect("client Service");
+        assert_eq!(
+            service.spec.expect("spec").selector.expect("selector")[sampledb_api::ROLE_LABEL],
+            "primary"
+        );
+        assert_ne!(primary, old, "round {round}");
+    }
+    // The deleted Pods came back (the StatefulSet's), on the same volumes: none lost.
+    k.status_until("chaos", "all replicas ready again", |s| {
+        s["readyReplicas"] == 3
+    })
+    .await;
+    let after = volumes(
+        k.api::<PersistentVolumeClaim>()
+            .list(&ListParams::default())
+            .await
+            .expect("PVCs")
+            .items,
+    );
+    assert_eq!(after, before, "a data volume was lost or replaced");
+
+    // Chaos off: the CronJob and what it ran as are pruned.
+    k.dbs()
+        .patch(
+            "chaos",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"chaos": null}})),
+        )
+        .await
+        .expect("chaos off");
+    k.status_until("chaos", "chaos off", |s| {
+        condition(s, "Chaos").is_some_and(|c| c["status"] == "False")
+    })
+    .await;
+    eventually("the chaos objects pruned", || async {
+        let cron = k.get::<CronJob>("chaos-chaos").await;
+        let role = roles.get_opt("chaos-chaos").await.expect("get Role");
+        (cron.is_none() && role.is_none()).then_some(())
     })
     .await;
     dev.shutdown().await;

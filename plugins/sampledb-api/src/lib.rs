@@ -59,6 +59,9 @@ pub struct SampleDbSpec {
     /// What happens to the data when the SampleDB is deleted.
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
+    /// Failures to inject on purpose, to test that the database survives them. Off unless set.
+    #[serde(default)]
+    pub chaos: Option<Chaos>,
 }
 
 fn one() -> i32 {
@@ -111,6 +114,18 @@ pub struct Backup {
 
 fn seven() -> i32 {
     7
+}
+
+/// Failures to inject on purpose (the `sampledb-chaos` plugin).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Chaos {
+    /// Delete the primary's Pod this often, through the API, from a CronJob: minutes dividing an
+    /// hour (`10m`) or hours dividing a day (`2h`). A new primary is elected each time.
+    #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^[1-9][0-9]*[mh]$")))]
+    pub kill_primary_every: Option<String>,
 }
 
 /// What happens to the data when the SampleDB is deleted.
