@@ -46,6 +46,8 @@ use windlass_devcluster::{
 };
 use windlass_test_guests as guests;
 
+use crate::support::{free_port, sampledb_resource};
+
 const NS: &str = "default";
 const LEASE_SECONDS: u64 = 5;
 const OLD: &str = "16.4";
@@ -272,13 +274,6 @@ fn root() -> PathBuf {
         .to_path_buf()
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
 /// A `windlass run` process.
 struct Host {
     identity: String,
@@ -291,48 +286,24 @@ struct Host {
 
 impl Host {
     fn spawn(identity: &str, kubeconfig: &Path, logs: &Path) -> Host {
-        let mut host = Host {
+        let (child, admin) = launch(identity, kubeconfig, logs, 1);
+        Host {
             identity: identity.into(),
             kubeconfig: kubeconfig.into(),
             logs: logs.into(),
-            admin: 0,
-            child: Command::new("true").spawn().expect("a placeholder"),
-            starts: 0,
-        };
-        host.start();
-        host
-    }
-
-    fn start(&mut self) {
-        self.starts += 1;
-        self.admin = free_port();
-        let log = std::fs::File::create(
-            self.logs
-                .join(format!("{}-{}.log", self.identity, self.starts)),
-        )
-        .expect("a log file");
-        self.child = Command::new(env!("CARGO_BIN_EXE_windlass"))
-            .arg("--cache-dir")
-            .arg(root().join("target").join("e2e-plugin-cache"))
-            .arg("run")
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(["--leader-elect", "true", "--identity", &self.identity])
-            .args(["--lease-seconds", &LEASE_SECONDS.to_string()])
-            .arg("--admin-addr")
-            .arg(format!("127.0.0.1:{}", self.admin))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("windlass run starts");
+            admin,
+            child,
+            starts: 1,
+        }
     }
 
     /// SIGKILL, then a new process with the same identity.
     fn kill_and_restart(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        self.start();
+        self.starts += 1;
+        (self.child, self.admin) =
+            launch(&self.identity, &self.kubeconfig, &self.logs, self.starts);
     }
 
     /// A metric's value from /metrics, if the host answers.
@@ -353,6 +324,30 @@ impl Host {
             })
             .map_or(0, |kib| kib * 1024)
     }
+}
+
+/// Starts `windlass run` as `identity` (its `start`-th process), logging into `logs`; returns
+/// the process and its admin port.
+fn launch(identity: &str, kubeconfig: &Path, logs: &Path, start: u32) -> (Child, u16) {
+    let admin = free_port();
+    let log =
+        std::fs::File::create(logs.join(format!("{identity}-{start}.log"))).expect("a log file");
+    let child = Command::new(env!("CARGO_BIN_EXE_windlass"))
+        .arg("--cache-dir")
+        .arg(root().join("target").join("e2e-plugin-cache"))
+        .arg("run")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["--leader-elect", "true", "--identity", identity])
+        .args(["--lease-seconds", &LEASE_SECONDS.to_string()])
+        .arg("--admin-addr")
+        .arg(format!("127.0.0.1:{admin}"))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .spawn()
+        .expect("windlass run starts");
+    (child, admin)
 }
 
 impl Drop for Host {
@@ -417,14 +412,6 @@ async fn leader(hosts: &[Host]) -> Option<usize> {
 
 // ---------------------------------------------------------------------------------------------
 // The workload.
-
-fn sampledb_resource() -> ApiResource {
-    ApiResource::from_gvk(&GroupVersionKind::gvk(
-        "samples.windlass.dev",
-        "v1alpha1",
-        "SampleDB",
-    ))
-}
 
 fn name(i: usize) -> String {
     format!("db-{i:03}")

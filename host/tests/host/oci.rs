@@ -2,11 +2,11 @@
 //! `docker-registry`) on loopback and, for interoperability, `skopeo` (Debian package `skopeo`).
 //! `.ci/run` installs both; a missing one fails the tests, naming the package.
 
-use crate::support;
+use crate::support::{self, free_port};
 
 use std::{
     io::{Read as _, Write as _},
-    net::{TcpListener, TcpStream},
+    net::TcpStream,
     path::PathBuf,
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
@@ -150,14 +150,6 @@ fn find_tool(name: &str, package: &str) -> PathBuf {
                  (apt-get install -y {package}; .ci/run installs it)"
             )
         })
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Runs the real `windlass` binary; returns (success, stdout, stderr).

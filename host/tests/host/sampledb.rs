@@ -46,16 +46,9 @@ use windlass_test_guests as guests;
 
 use crate::support;
 
-use support::{WAIT, eventually};
+use support::{WAIT, eventually, sampledb_resource};
 
 const NS: &str = "default";
-
-fn sampledb_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("samples.windlass.dev", "v1alpha1", "SampleDB"),
-        "sampledbs",
-    )
-}
 
 /// `windlass dev` on the devcluster or on a real control plane (with the simulator over the
 /// API), stopped by [`Harness::shutdown`].

@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::{api::coordination::v1::Lease, apimachinery::pkg::apis::meta::v1::MicroTime};
 use kube::{Api, Client};
 use kube_lease_manager::{LeaseManagerBuilder, LeaseParams};
 use tokio::sync::watch;
@@ -88,7 +88,7 @@ struct Guard {
 impl Guard {
     async fn run(self, mut holder: watch::Receiver<bool>, leading: watch::Sender<bool>) {
         // The last renewTime seen while holding, and when it was first seen.
-        let mut seen: Option<(String, Instant)> = None;
+        let mut seen: Option<(Option<MicroTime>, Instant)> = None;
         loop {
             if *holder.borrow() {
                 // Bounded: the client retries an unavailable API, and the step-down must come
@@ -98,10 +98,7 @@ impl Guard {
                     Ok(Some(lease)) => {
                         let spec = lease.spec.unwrap_or_default();
                         if spec.holder_identity.as_deref() == Some(self.identity.as_str()) {
-                            let renewed = spec
-                                .renew_time
-                                .map(|t| format!("{:?}", t.0))
-                                .unwrap_or_default();
+                            let renewed = spec.renew_time;
                             if seen.as_ref().is_none_or(|(r, _)| *r != renewed) {
                                 seen = Some((renewed, Instant::now()));
                             }

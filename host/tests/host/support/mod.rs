@@ -99,6 +99,22 @@ pub fn thing_crd() -> CustomResourceDefinition {
     .unwrap()
 }
 
+/// A TCP port free on 127.0.0.1 right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// The SampleDB kind, for dynamic APIs.
+pub fn sampledb_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("samples.windlass.dev", "v1alpha1", "SampleDB"),
+        "sampledbs",
+    )
+}
+
 pub fn thing_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("example.com", "v1", "Thing"),
