@@ -304,6 +304,60 @@ async fn a_cronjob_runs_jobs_on_a_sped_up_clock() {
     dc.shutdown().await;
 }
 
+/// Each CronJob prunes its own finished Jobs to its history limit, and only its own (the
+/// simulator groups the Jobs by owner once per tick).
+#[tokio::test]
+async fn each_cronjob_keeps_its_own_finished_jobs_to_its_history_limit() {
+    let dc = start(Options::default()).await;
+    let cjs: Api<CronJob> = Api::default_namespaced(dc.client());
+    let jobs: Api<Job> = Api::default_namespaced(dc.client());
+    for (name, limit) in [("keep-one", 1), ("keep-three", 3)] {
+        // A schedule that does not fire during the test: only the Jobs made below exist.
+        let cj = cjs
+            .create(
+                &PostParams::default(),
+                &typed(
+                    json!({"metadata": {"name": name}, "spec": {"schedule": "0 0 1 1 *",
+                    "successfulJobsHistoryLimit": limit,
+                    "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never",
+                        "containers": [{"name": "b", "image": "busybox"}]}}}}}}),
+                ),
+            )
+            .await
+            .expect("create");
+        for i in 0..4 {
+            jobs.create(
+                &PostParams::default(),
+                &typed(json!({"metadata": {"name": format!("{name}-{i}"),
+                    "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob", "name": name,
+                        "uid": cj.metadata.uid, "controller": true}]},
+                    "spec": {"template": {"spec": {"restartPolicy": "Never",
+                        "containers": [{"name": "b", "image": "busybox"}]}}}})),
+            )
+            .await
+            .expect("a Job");
+        }
+    }
+    let names = || async {
+        let mut names: Vec<String> = jobs
+            .list(&ListParams::default())
+            .await
+            .expect("jobs")
+            .items
+            .into_iter()
+            .filter_map(|j| j.metadata.name)
+            .collect();
+        names.sort();
+        names
+    };
+    let expected = ["keep-one-3", "keep-three-1", "keep-three-2", "keep-three-3"];
+    eventually("each CronJob's history pruned to its limit", || async {
+        names().await == expected
+    })
+    .await;
+    dc.shutdown().await;
+}
+
 #[tokio::test]
 async fn deployments_claims_services_and_snapshots_reach_their_ready_states() {
     let dc = start(Options::default()).await;

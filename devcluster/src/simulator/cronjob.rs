@@ -4,6 +4,7 @@
 use super::{Sim, ns_name, owner_ref};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -43,6 +44,23 @@ fn parse_time(v: &Value) -> Option<DateTime<Utc>> {
 /// Checks every CronJob once.
 pub(super) fn tick(sim: &Arc<Sim>) {
     let cronjobs = sim.list_all("batch/cronjobs");
+    if cronjobs.is_empty() {
+        return;
+    }
+    // Each CronJob's Jobs, by owner uid: one pass over the Jobs per tick, not one per CronJob
+    // (with hundreds of each, ten ticks a second, that pass was most of the simulator's work).
+    let mut jobs_by_owner: HashMap<String, Vec<Arc<Value>>> = HashMap::new();
+    for job in sim.list_all("batch/jobs") {
+        let owners: Vec<String> = job["metadata"]["ownerReferences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["uid"].as_str().map(str::to_string))
+            .collect();
+        for uid in owners {
+            jobs_by_owner.entry(uid).or_default().push(job.clone());
+        }
+    }
     for cj in cronjobs {
         if cj["spec"]["suspend"] == true || cj["metadata"].get("deletionTimestamp").is_some() {
             continue;
@@ -60,7 +78,8 @@ pub(super) fn tick(sim: &Arc<Sim>) {
         if let Some(due) = latest_due(&schedule, last, virtual_now) {
             run_job(sim, &cj, due);
         }
-        prune_history(sim, &cj);
+        let uid = cj["metadata"]["uid"].as_str().unwrap_or_default();
+        prune_history(sim, &cj, jobs_by_owner.remove(uid).unwrap_or_default());
     }
 }
 
@@ -92,9 +111,8 @@ fn run_job(sim: &Arc<Sim>, cj: &Value, due: DateTime<Utc>) {
     );
 }
 
-fn prune_history(sim: &Arc<Sim>, cj: &Value) {
-    let (ns, _) = ns_name(cj);
-    let uid = &cj["metadata"]["uid"];
+/// Deletes the CronJob's finished Jobs beyond its history limits (`jobs`: the ones it owns).
+fn prune_history(sim: &Arc<Sim>, cj: &Value, mut jobs: Vec<Arc<Value>>) {
     let finished = |j: &Value, t: &str| {
         j["status"]["conditions"]
             .as_array()
@@ -102,18 +120,6 @@ fn prune_history(sim: &Arc<Sim>, cj: &Value) {
             .flatten()
             .any(|c| c["type"] == t && c["status"] == "True")
     };
-    let mut jobs: Vec<Arc<Value>> = sim
-        .list_all("batch/jobs")
-        .into_iter()
-        .filter(|j| j["metadata"]["namespace"].as_str() == Some(ns.as_str()))
-        .filter(|j| {
-            j["metadata"]["ownerReferences"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|r| r["uid"] == *uid)
-        })
-        .collect();
     jobs.sort_by(|a, b| {
         a["metadata"]["name"]
             .as_str()
