@@ -5,14 +5,17 @@
 //!
 //! Set at run time through [`Faults`] (from `DevCluster::faults()`) or over HTTP:
 //! `PUT /devcluster/faults` with a [`FaultConfig`] as JSON, `POST /devcluster/restart`.
+//!
+//! [`Faults::hold`] holds the next request that matches in flight, for a test to act at that
+//! moment (kill its client mid-apply, say), until the test lets it go.
 
 use crate::error::ApiError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 /// An injected error: the HTTP code and the fraction of requests that get it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -59,12 +62,53 @@ pub struct Timeouts {
     pub after_ms: u64,
 }
 
-/// The fault switchboard.
+/// A request as [`Faults::hold`] matches it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestInfo {
+    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`.
+    pub verb: String,
+    /// The API group, empty for the core group.
+    pub group: String,
+    /// The resource's plural, e.g. `statefulsets`.
+    pub resource: String,
+    /// `status`, `scale`…
+    pub subresource: Option<String>,
+    /// Empty for none.
+    pub namespace: String,
+    /// Empty for none.
+    pub name: String,
+}
+
+type Matcher = Box<dyn Fn(&RequestInfo) -> bool + Send + Sync>;
+
+/// A request held in flight by [`Faults::hold`]; dropping it lets the request go on.
 #[derive(Debug)]
+pub struct Held {
+    /// The request.
+    pub request: RequestInfo,
+    _release: oneshot::Sender<()>,
+}
+
+/// How long a held request waits at most when its holder neither drops it nor goes away.
+const HOLD_LIMIT: Duration = Duration::from_secs(60);
+
+/// The fault switchboard.
 pub struct Faults {
     config: Mutex<FaultConfig>,
     restarts: watch::Sender<u64>,
     rng: AtomicU64,
+    holds: Mutex<Vec<(Matcher, oneshot::Sender<Held>)>>,
+    /// `holds.len()`, read without the lock on every request.
+    holding: AtomicUsize,
+}
+
+impl std::fmt::Debug for Faults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Faults")
+            .field("config", &self.config())
+            .field("holds", &self.holding.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for Faults {
@@ -74,6 +118,8 @@ impl Default for Faults {
             config: Mutex::new(FaultConfig::default()),
             restarts: watch::channel(0).0,
             rng: AtomicU64::new(seed),
+            holds: Mutex::new(Vec::new()),
+            holding: AtomicUsize::new(0),
         }
     }
 }
@@ -132,6 +178,52 @@ impl Faults {
     /// A receiver that changes on each restart (connections and watches end on a change).
     pub fn restarts(&self) -> watch::Receiver<u64> {
         self.restarts.subscribe()
+    }
+
+    /// Holds the next request that `matches` (and gets no injected fault) in flight: the
+    /// receiver gets it as [`Held`], and the request goes on once that is dropped (or after a
+    /// minute). Dropping the receiver first withdraws the hold.
+    pub fn hold(
+        &self,
+        matches: impl Fn(&RequestInfo) -> bool + Send + Sync + 'static,
+    ) -> oneshot::Receiver<Held> {
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut holds) = self.holds.lock() {
+            holds.push((Box::new(matches), tx));
+            self.holding.store(holds.len(), Ordering::Relaxed);
+        }
+        rx
+    }
+
+    /// For the server, on each request: when a hold matches, hands the request to its holder
+    /// and waits until it is let go.
+    pub(crate) async fn held(&self, request: impl FnOnce() -> RequestInfo) {
+        if self.holding.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let request = request();
+        let release = {
+            let Ok(mut holds) = self.holds.lock() else {
+                return;
+            };
+            holds.retain(|(_, tx)| !tx.is_closed());
+            let found = holds.iter().position(|(m, _)| m(&request));
+            let taken = found.map(|i| holds.remove(i));
+            self.holding.store(holds.len(), Ordering::Relaxed);
+            let Some((_, tx)) = taken else {
+                return;
+            };
+            let (release_tx, release_rx) = oneshot::channel();
+            let held = Held {
+                request,
+                _release: release_tx,
+            };
+            if tx.send(held).is_err() {
+                return;
+            }
+            release_rx
+        };
+        let _ = tokio::time::timeout(HOLD_LIMIT, release).await;
     }
 
     fn random(&self) -> f64 {
@@ -241,6 +333,62 @@ mod tests {
                 "{code}: {n} of 10000 ({counts:?})"
             );
         }
+    }
+
+    fn request(verb: &str, resource: &str) -> RequestInfo {
+        RequestInfo {
+            verb: verb.into(),
+            group: "apps".into(),
+            resource: resource.into(),
+            subresource: None,
+            namespace: "default".into(),
+            name: "db".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_hold_takes_the_first_matching_request_and_keeps_it_until_dropped() {
+        let f = std::sync::Arc::new(Faults::default());
+        let mut rx = f.hold(|r| r.verb == "patch" && r.resource == "statefulsets");
+        // Not matching: goes through at once.
+        tokio::time::timeout(
+            Duration::from_secs(1),
+            f.held(|| request("get", "statefulsets")),
+        )
+        .await
+        .expect("a request the hold does not match is not held");
+        assert!(rx.try_recv().is_err());
+        let server = f.clone();
+        let patch =
+            tokio::spawn(async move { server.held(|| request("patch", "statefulsets")).await });
+        let held = rx.await.expect("the matching request is handed over");
+        assert_eq!(held.request, request("patch", "statefulsets"));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!patch.is_finished(), "held until dropped");
+        drop(held);
+        tokio::time::timeout(Duration::from_secs(1), patch)
+            .await
+            .expect("let go once dropped")
+            .unwrap();
+        // Taken once: the next one goes through.
+        tokio::time::timeout(
+            Duration::from_secs(1),
+            f.held(|| request("patch", "statefulsets")),
+        )
+        .await
+        .expect("a hold takes one request");
+    }
+
+    #[tokio::test]
+    async fn a_withdrawn_hold_holds_nothing() {
+        let f = Faults::default();
+        drop(f.hold(|_| true));
+        tokio::time::timeout(
+            Duration::from_secs(1),
+            f.held(|| request("patch", "statefulsets")),
+        )
+        .await
+        .expect("nobody waits for it");
     }
 
     #[test]

@@ -46,7 +46,7 @@ pub mod store;
 pub mod validate;
 
 pub use cluster::{DevCluster, Options, StartError};
-pub use faults::{ErrorRate, FaultConfig, Faults, Timeouts};
+pub use faults::{ErrorRate, FaultConfig, Faults, Held, RequestInfo, Timeouts};
 
 /// The annotation that makes the simulator fail a Job's Pod or a VolumeSnapshot.
 pub const FAIL_ANNOTATION: &str = "devcluster.windlass.dev/fail";

@@ -378,6 +378,17 @@ async fn resource(
     if let Some(e) = injected {
         return Err(e);
     }
+    st.cluster
+        .faults
+        .held(|| crate::faults::RequestInfo {
+            verb: req.verb.as_str().to_string(),
+            group: req.rt().group.clone(),
+            resource: req.rt().plural.clone(),
+            subresource: req.target.sub.clone(),
+            namespace: req.ns.clone(),
+            name: req.name.clone(),
+        })
+        .await;
     if req.target.sub.as_deref() == Some("scale") {
         let kind = (req.verb == Verb::Patch)
             .then(|| PatchType::from_content_type(req.content_type))
