@@ -516,6 +516,93 @@ async fn a_standby_takes_over_when_the_leader_stops() {
     let _ = stop_b.send(true);
 }
 
+/// A holder whose clock runs a minute behind this one (equally: a standby whose clock runs a
+/// minute ahead): each `renewTime` it writes looks long expired here. While it goes on renewing,
+/// a standby does not take the Lease; once it stops, the standby takes over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_leaves_a_lease_its_holder_renews_whatever_the_clocks_say() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let env = Env::start().await;
+    env.install_children_plugin().await;
+    let leases: Api<Lease> = Api::namespaced(env.client.clone(), "windlass-system");
+    let behind = || {
+        let t = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(60);
+        json!(t.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string())
+    };
+    leases
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "windlass-leader"},
+                "spec": {"holderIdentity": "skewed", "leaseDurationSeconds": 3,
+                         "acquireTime": behind(), "renewTime": behind()},
+            }))
+            .unwrap(),
+        )
+        .await
+        .expect("the skewed holder's Lease");
+    let (renewing, mut stop_renewing) = watch::channel(false);
+    let renewer = {
+        let leases = leases.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop_renewing.wait_for(|s| *s) => return,
+                    () = tokio::time::sleep(Duration::from_millis(1000)) => {}
+                }
+                let patch = Patch::Merge(json!({"spec": {"renewTime": behind()}}));
+                let _ = leases
+                    .patch("windlass-leader", &PatchParams::default(), &patch)
+                    .await;
+            }
+        })
+    };
+    let (stop_b, stopped_b) = watch::channel(false);
+    let (b, _task_b) = operator::start(
+        env.client.clone(),
+        operator_config(
+            "b",
+            Some(Election {
+                namespace: "windlass-system".into(),
+                name: "windlass-leader".into(),
+                identity: "b".into(),
+                duration: Duration::from_secs(3),
+                grace: Duration::from_secs(1),
+            }),
+        ),
+        engine(),
+        stopped_b,
+    )
+    .await
+    .unwrap();
+    // Three lease durations and more: the renewals are seen, the clocks not compared.
+    for _ in 0..100 {
+        assert!(
+            !b.health.leading.load(Ordering::Relaxed),
+            "the standby took a Lease its holder renews"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let lease = leases.get("windlass-leader").await.unwrap();
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity).as_deref(),
+        Some("skewed"),
+        "the Lease stays with its holder"
+    );
+    renewing.send(true).unwrap();
+    renewer.await.unwrap();
+    eventually("the standby takes over once the renewals stop", || async {
+        b.health.leading.load(Ordering::Relaxed).then_some(())
+    })
+    .await;
+    let lease = leases.get("windlass-leader").await.unwrap();
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity).as_deref(),
+        Some("b")
+    );
+    let _ = stop_b.send(true);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_load_that_failed_on_the_api_is_tried_again() {
     // The ConfigMap cannot be read while the API fails every get: the load fails as a source

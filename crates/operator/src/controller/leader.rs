@@ -1,20 +1,31 @@
-//! Leader election on a Lease (kube-lease-manager): only the leader reconciles; a standby takes
-//! over when the leader stops renewing.
+//! Leader election on a Lease: only the leader reconciles; a standby takes over when the leader
+//! stops renewing.
 //!
-//! The lease manager says when this instance becomes the holder, and when it sees another
-//! holder; it does not say when its renewals fail. With the API unreachable it goes on saying
-//! "leading" while the Lease expires and a standby takes it: two leaders (found by the chaos
-//! suite). So leading also needs the Lease seen renewed recently: while the manager says so,
-//! the Lease is read four times a second, and each new `renewTime` is noted with the local time it was
-//! first seen (the API's clock is not compared with ours, as client-go does it). Once the last
-//! renewal seen is older than the lease's duration less a margin, this instance stops leading,
-//! before a standby can take the Lease.
+//! No clock is compared with another. A standby notes each change of the Lease's holder or
+//! `renewTime` with the local monotonic time it first saw it, and takes the Lease only once it
+//! has seen no change for the lease's duration (or the Lease is free); the take-over is a
+//! replace on the version it saw, so a renewal in between makes it a conflict. The leader
+//! renews `grace` before the Lease would lapse and leads only while its last successful renewal
+//! (timed from when the request was sent) is younger than the duration less half the grace:
+//! with the API unreachable it stops leading before any standby can have seen the Lease
+//! unrenewed for the whole duration.
+//!
+//! kube-lease-manager did this until the chaos suite ran one host with its clock 30 s ahead:
+//! the crate decides that another holder's Lease expired by comparing its `renewTime` with the
+//! local clock, so that host took the Lease from a live leader as soon as it saw it (two
+//! leaders), and a host with its clock behind would wait that much longer after a leader
+//! died. client-go's election compares observed times only, as this one does.
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::{api::coordination::v1::Lease, apimachinery::pkg::apis::meta::v1::MicroTime};
-use kube::{Api, Client};
-use kube_lease_manager::{LeaseManagerBuilder, LeaseParams};
+use k8s_openapi::{
+    api::coordination::v1::{Lease, LeaseSpec},
+    apimachinery::pkg::apis::meta::v1::MicroTime,
+};
+use kube::{
+    Api, Client,
+    api::{ObjectMeta, PostParams},
+};
 use tokio::sync::watch;
 
 /// Settings of the election.
@@ -32,109 +43,249 @@ pub struct Election {
     pub grace: Duration,
 }
 
+/// How often a standby reads the Lease, and how long one request may take.
+const POLL: Duration = Duration::from_millis(250);
+
 /// Runs the election until the returned receiver is dropped; the receiver says whether this
 /// instance leads right now.
 ///
 /// # Errors
-/// When the lease manager cannot be built (the Lease API is not served).
+/// When the Lease cannot be read (the Lease API is not served, or not allowed).
 pub async fn elect(
     client: Client,
     election: &Election,
-) -> Result<watch::Receiver<bool>, kube_lease_manager::LeaseManagerError> {
-    let params = LeaseParams::new(
-        election.identity.clone(),
-        election.duration.as_secs().max(1),
-        election.grace.as_secs().max(1),
-    )
-    .with_field_manager("windlass");
-    let manager = LeaseManagerBuilder::new(client.clone(), election.name.clone())
-        .with_namespace(election.namespace.clone())
-        .with_parameters(params)
-        .build()
-        .await?;
-    let (holder, task) = manager.watch().await;
-    tokio::spawn(async move {
-        match task.await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "leader election stopped"),
-            Err(e) => tracing::warn!(error = %e, "leader election task failed"),
-        }
-    });
+) -> Result<watch::Receiver<bool>, kube::Error> {
+    let leases: Api<Lease> = Api::namespaced(client, &election.namespace);
+    leases.get_opt(&election.name).await?;
     let (leading, rx) = watch::channel(false);
-    let guard = Guard {
-        leases: Api::namespaced(client, &election.namespace),
-        name: election.name.clone(),
-        identity: election.identity.clone(),
-        // The manager renews `grace` before expiry: a renewal is seen within the lease's
-        // duration less the grace (plus a poll). Half the grace before expiry, this instance
-        // stops leading, before a standby may take the Lease.
-        valid: election.duration.saturating_sub(election.grace / 2),
+    let campaign = Campaign {
+        leases,
+        election: election.clone(),
+        leading,
     };
-    tokio::spawn(guard.run(holder, leading));
+    tokio::spawn(campaign.run());
     Ok(rx)
 }
 
-/// How often the Lease is read while this instance holds it.
-const POLL: Duration = Duration::from_millis(250);
-
-/// Leads only while the lease manager holds the Lease and its renewals are seen.
-struct Guard {
+struct Campaign {
     leases: Api<Lease>,
-    name: String,
-    identity: String,
-    valid: Duration,
+    election: Election,
+    leading: watch::Sender<bool>,
 }
 
-impl Guard {
-    async fn run(self, mut holder: watch::Receiver<bool>, leading: watch::Sender<bool>) {
-        // The last renewTime seen while holding, and when it was first seen.
-        let mut seen: Option<(Option<MicroTime>, Instant)> = None;
+/// How a request for the Lease ended.
+enum Outcome {
+    /// This instance holds it, renewed when the request was sent.
+    Held(Instant),
+    /// Another instance holds it, or changed it since it was read.
+    Lost,
+    /// The API did not answer (in time).
+    Unknown,
+}
+
+impl Campaign {
+    async fn run(self) {
         loop {
-            if *holder.borrow() {
-                // Bounded: the client retries an unavailable API, and the step-down must come
-                // on time all the same.
-                let read = tokio::time::timeout(POLL, self.leases.get_opt(&self.name)).await;
-                match read.unwrap_or_else(|_| Err(kube::Error::Service("timed out".into()))) {
-                    Ok(Some(lease)) => {
-                        let spec = lease.spec.unwrap_or_default();
-                        if spec.holder_identity.as_deref() == Some(self.identity.as_str()) {
-                            let renewed = spec.renew_time;
-                            if seen.as_ref().is_none_or(|(r, _)| *r != renewed) {
-                                seen = Some((renewed, Instant::now()));
-                            }
-                        } else {
-                            seen = None;
-                        }
-                    }
-                    Ok(None) => seen = None,
-                    // Unreachable: the last renewal seen ages.
-                    Err(_) => {}
-                }
-            } else {
-                seen = None;
-            }
-            let lead = *holder.borrow()
-                && seen
-                    .as_ref()
-                    .is_some_and(|(_, at)| at.elapsed() < self.valid);
-            let changed = leading.send_if_modified(|l| std::mem::replace(l, lead) != lead);
-            if changed && !lead && *holder.borrow() {
-                tracing::warn!(
-                    "the Lease was not seen renewed for {:?}: not leading until it is",
-                    self.valid
-                );
-            }
-            if leading.is_closed() {
+            let Some(renewed) = self.stand_by().await else {
                 return;
-            }
-            tokio::select! {
-                r = holder.changed() => if r.is_err() {
-                    // The lease manager is gone: nothing renews the Lease any more.
-                    leading.send_replace(false);
-                    return;
-                },
-                () = tokio::time::sleep(POLL) => {}
+            };
+            tracing::info!(identity = %self.election.identity, "holding the Lease");
+            if !self.hold(renewed).await {
+                self.release().await;
+                return;
             }
         }
     }
+
+    /// Waits until this instance holds the Lease: it takes it when it is missing, free or
+    /// already its own (a restart), or once its holder has not renewed it for the lease's
+    /// duration as this instance's monotonic clock measures it. Returns when the write that
+    /// took it was sent, or None once nobody listens any more.
+    async fn stand_by(&self) -> Option<Instant> {
+        // The holder and renewTime last seen, and when they were first seen.
+        let mut seen: Option<((String, Option<MicroTime>), Instant)> = None;
+        loop {
+            if self.leading.is_closed() {
+                return None;
+            }
+            match bounded(self.leases.get_opt(&self.election.name)).await {
+                Some(Ok(None)) => {
+                    if let Outcome::Held(sent) = self.create().await {
+                        return Some(sent);
+                    }
+                }
+                Some(Ok(Some(lease))) => {
+                    let spec = lease.spec.clone().unwrap_or_default();
+                    let holder = spec.holder_identity.clone().unwrap_or_default();
+                    let observed = (holder.clone(), spec.renew_time.clone());
+                    let lapsed = match &seen {
+                        Some((last, at)) if *last == observed => {
+                            let duration = spec
+                                .lease_duration_seconds
+                                .map_or(self.election.duration, |s| {
+                                    Duration::from_secs(s.max(1).unsigned_abs().into())
+                                });
+                            at.elapsed() >= duration
+                        }
+                        _ => {
+                            seen = Some((observed, Instant::now()));
+                            false
+                        }
+                    };
+                    if holder.is_empty() || holder == self.election.identity || lapsed {
+                        if lapsed {
+                            tracing::info!(
+                                holder = %holder,
+                                "the Lease was not renewed for its duration: taking it over"
+                            );
+                        }
+                        match self.write(lease, true).await {
+                            Outcome::Held(sent) => return Some(sent),
+                            // Renewed or taken in between: watch it again from here.
+                            Outcome::Lost | Outcome::Unknown => seen = None,
+                        }
+                    }
+                }
+                Some(Err(_)) | None => {}
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Leads while the renewals go through; returns true when another instance holds the
+    /// Lease (stand by again), false once nobody listens any more.
+    async fn hold(&self, mut renewed: Instant) -> bool {
+        let election = &self.election;
+        // Leading ends this long after the last successful renewal was sent: half the grace
+        // before a standby that saw that renewal at once could take the Lease.
+        let valid = election.duration.saturating_sub(election.grace / 2);
+        let every = election.duration.saturating_sub(election.grace).max(POLL);
+        let mut next = renewed + every;
+        loop {
+            if self.leading.is_closed() {
+                return false;
+            }
+            if Instant::now() >= next {
+                match self.renew().await {
+                    Outcome::Held(at) => {
+                        renewed = at;
+                        next = at + every;
+                    }
+                    Outcome::Lost => {
+                        tracing::warn!("another instance holds the Lease: standing by");
+                        self.leading.send_replace(false);
+                        return true;
+                    }
+                    // Tried again at the next poll.
+                    Outcome::Unknown => {}
+                }
+            }
+            let lead = renewed.elapsed() < valid;
+            let changed = self
+                .leading
+                .send_if_modified(|l| std::mem::replace(l, lead) != lead);
+            if changed && !lead {
+                tracing::warn!(
+                    "the Lease could not be renewed for {valid:?}: not leading until it is"
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Reads the Lease and renews it if this instance still holds it.
+    async fn renew(&self) -> Outcome {
+        match bounded(self.leases.get_opt(&self.election.name)).await {
+            Some(Ok(Some(lease))) => {
+                let holder = lease
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.holder_identity.as_deref());
+                if holder == Some(self.election.identity.as_str()) {
+                    self.write(lease, false).await
+                } else {
+                    Outcome::Lost
+                }
+            }
+            Some(Ok(None)) => Outcome::Lost,
+            Some(Err(_)) | None => Outcome::Unknown,
+        }
+    }
+
+    /// Replaces `lease` (on the version read) with this instance as its holder, renewed now;
+    /// `acquire` marks a new holder (acquireTime, one more transition unless it was ours).
+    async fn write(&self, mut lease: Lease, acquire: bool) -> Outcome {
+        let sent = Instant::now();
+        let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        let ours = spec.holder_identity.as_deref() == Some(self.election.identity.as_str());
+        if acquire && !ours {
+            spec.acquire_time = Some(now.clone());
+            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        }
+        spec.holder_identity = Some(self.election.identity.clone());
+        spec.renew_time = Some(now);
+        spec.lease_duration_seconds = Some(seconds(self.election.duration));
+        let params = PostParams::default();
+        match bounded(self.leases.replace(&self.election.name, &params, &lease)).await {
+            Some(Ok(_)) => Outcome::Held(sent),
+            Some(Err(kube::Error::Api(e))) if e.code == 409 => Outcome::Lost,
+            Some(Err(_)) | None => Outcome::Unknown,
+        }
+    }
+
+    /// Creates the Lease with this instance as its holder.
+    async fn create(&self) -> Outcome {
+        let sent = Instant::now();
+        let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(self.election.name.clone()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(self.election.identity.clone()),
+                acquire_time: Some(now.clone()),
+                renew_time: Some(now),
+                lease_duration_seconds: Some(seconds(self.election.duration)),
+                lease_transitions: Some(0),
+                ..LeaseSpec::default()
+            }),
+        };
+        match bounded(self.leases.create(&PostParams::default(), &lease)).await {
+            Some(Ok(_)) => Outcome::Held(sent),
+            Some(Err(kube::Error::Api(e))) if e.code == 409 => Outcome::Lost,
+            Some(Err(_)) | None => Outcome::Unknown,
+        }
+    }
+
+    /// On the way out: frees the Lease if this instance still holds it, so that a standby
+    /// takes over at once (best effort, bounded).
+    async fn release(&self) {
+        self.leading.send_replace(false);
+        let Some(Ok(Some(mut lease))) = bounded(self.leases.get_opt(&self.election.name)).await
+        else {
+            return;
+        };
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        if spec.holder_identity.as_deref() != Some(self.election.identity.as_str()) {
+            return;
+        }
+        spec.holder_identity = None;
+        let _ = bounded(
+            self.leases
+                .replace(&self.election.name, &PostParams::default(), &lease),
+        )
+        .await;
+    }
+}
+
+/// A request bounded by a few polls: the client retries an unavailable API, and the
+/// election must keep its times all the same.
+async fn bounded<T>(request: impl Future<Output = T>) -> Option<T> {
+    tokio::time::timeout(POLL * 4, request).await.ok()
+}
+
+fn seconds(d: Duration) -> i32 {
+    i32::try_from(d.as_secs().max(1)).unwrap_or(i32::MAX)
 }
