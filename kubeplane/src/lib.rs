@@ -115,7 +115,16 @@ pub struct ControlPlane {
     server: String,
     admin_token: String,
     ca_pem: String,
-    children: Mutex<Vec<(&'static str, Child)>>,
+    children: Mutex<Vec<Process>>,
+}
+
+/// One process of the control plane, with what it was started with (to start it again).
+#[derive(Debug)]
+struct Process {
+    name: &'static str,
+    child: Child,
+    bin: PathBuf,
+    args: Vec<String>,
 }
 
 impl ControlPlane {
@@ -244,15 +253,7 @@ impl ControlPlane {
             ],
         )?;
         let client = plane.client().await?;
-        plane
-            .wait("kube-apiserver /readyz", Duration::from_secs(120), || {
-                let client = client.clone();
-                async move {
-                    let req = http::Request::get("/readyz").body(Vec::new()).ok()?;
-                    (client.request_text(req).await.ok()?.trim() == "ok").then_some(())
-                }
-            })
-            .await?;
+        plane.wait_ready(Duration::from_secs(120)).await?;
         let kcm = format!("--kubeconfig={}", kcm_kubeconfig.display());
         plane.spawn(
             "kube-controller-manager",
@@ -349,15 +350,65 @@ impl ControlPlane {
     /// them).
     pub fn stop(&self) {
         let mut children = self.children.lock().unwrap_or_else(|e| e.into_inner());
-        for (_, child) in children.iter_mut().rev() {
-            let _ = child.kill();
-            let _ = child.wait();
+        for p in children.iter_mut().rev() {
+            let _ = p.child.kill();
+            let _ = p.child.wait();
         }
         children.clear();
     }
 
+    /// Kills one process (`etcd`, `kube-apiserver` or `kube-controller-manager`) with SIGKILL,
+    /// waits `down`, starts it again as it was started (etcd on its data directory, so every
+    /// object survives) and waits until the API server is ready again (`/readyz`, which checks
+    /// etcd too).
+    ///
+    /// # Errors
+    /// When there is no such process, or it does not come back within two minutes.
+    pub async fn restart(&self, process: &str, down: Duration) -> Result<()> {
+        let (name, bin, args) = {
+            let mut children = self.children.lock().unwrap_or_else(|e| e.into_inner());
+            let i = children
+                .iter()
+                .position(|p| p.name == process)
+                .with_context(|| format!("no {process} runs"))?;
+            let mut p = children.remove(i);
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+            (p.name, p.bin, p.args)
+        };
+        tokio::time::sleep(down).await;
+        self.spawn(name, &bin, &args)?;
+        self.wait_ready(Duration::from_secs(120)).await
+    }
+
+    /// The process id of `process`, while it runs.
+    pub fn pid(&self, process: &str) -> Option<u32> {
+        let children = self.children.lock().unwrap_or_else(|e| e.into_inner());
+        children
+            .iter()
+            .find(|p| p.name == process)
+            .map(|p| p.child.id())
+    }
+
+    /// Waits until kube-apiserver answers `/readyz` with `ok`.
+    async fn wait_ready(&self, timeout: Duration) -> Result<()> {
+        let client = self.client().await?;
+        self.wait("kube-apiserver /readyz", timeout, || {
+            let client = client.clone();
+            async move {
+                let req = http::Request::get("/readyz").body(Vec::new()).ok()?;
+                (client.request_text(req).await.ok()?.trim() == "ok").then_some(())
+            }
+        })
+        .await
+    }
+
     fn spawn(&self, name: &'static str, bin: &Path, args: &[String]) -> Result<()> {
-        let log = std::fs::File::create(self.work.path().join("logs").join(format!("{name}.log")))?;
+        // Appended to: a process started again keeps its earlier log.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.work.path().join("logs").join(format!("{name}.log")))?;
         let mut cmd = Command::new(bin.join(name));
         cmd.args(args)
             .current_dir(self.work.path())
@@ -368,7 +419,12 @@ impl ControlPlane {
         self.children
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push((name, child));
+            .push(Process {
+                name,
+                child,
+                bin: bin.to_path_buf(),
+                args: args.to_vec(),
+            });
         Ok(())
     }
 
@@ -404,7 +460,7 @@ impl ControlPlane {
         let mut children = self.children.lock().unwrap_or_else(|e| e.into_inner());
         children
             .iter_mut()
-            .find_map(|(name, child)| child.try_wait().ok().flatten().map(|_| *name))
+            .find_map(|p| p.child.try_wait().ok().flatten().map(|_| p.name))
     }
 }
 

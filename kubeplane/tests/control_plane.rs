@@ -269,3 +269,67 @@ async fn an_apply_carrying_another_objects_uid_is_refused() {
         second.metadata.resource_version
     );
 }
+
+/// What the chaos suite's restarts rely on: etcd and kube-apiserver killed with SIGKILL and
+/// started again keep every object (same uid, same resourceVersion), a watch resumes from its
+/// resourceVersion across both restarts, and the killed processes are gone.
+#[tokio::test]
+async fn etcd_and_kube_apiserver_restart_without_losing_an_object() {
+    let plane = ControlPlane::start().await.unwrap();
+    let client = plane.client().await.unwrap();
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let made = maps
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "kept"}, "data": {"k": "v"}}))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    for process in ["etcd", "kube-apiserver"] {
+        let old = plane.pid(process).expect("running");
+        plane
+            .restart(process, Duration::from_secs(1))
+            .await
+            .unwrap_or_else(|e| panic!("{process} restarts: {e:#}"));
+        // The client reconnects; the object is the one made before.
+        let kept = eventually(&format!("the API after {process} restarted"), || async {
+            Api::<ConfigMap>::namespaced(plane.client().await.ok()?, "default")
+                .get("kept")
+                .await
+                .ok()
+        })
+        .await;
+        assert_eq!(kept.metadata.uid, made.metadata.uid, "after {process}");
+        assert_eq!(
+            kept.metadata.resource_version, made.metadata.resource_version,
+            "after {process}"
+        );
+        let new = plane.pid(process).expect("running again");
+        assert_ne!(old, new);
+        assert!(!alive(old), "the killed {process} ({old}) is gone");
+        assert!(alive(new));
+    }
+    // A change after both restarts reaches a watch from the resourceVersion of before them.
+    maps.patch(
+        "kept",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"data": {"k": "w"}})),
+    )
+    .await
+    .unwrap();
+    use futures::{StreamExt, TryStreamExt};
+    let params = kube::api::WatchParams::default().timeout(10);
+    let mut stream = maps
+        .watch(&params, made.metadata.resource_version.as_deref().unwrap())
+        .await
+        .unwrap()
+        .boxed();
+    let event = stream.try_next().await.unwrap().expect("an event");
+    match event {
+        kube::api::WatchEvent::Modified(cm) => {
+            assert_eq!(cm.data.unwrap()["k"], "w");
+        }
+        other => panic!("expected the modification, got {other:?}"),
+    }
+}
