@@ -458,3 +458,51 @@ async fn with_the_simulator_off_nothing_creates_pods() {
     assert!(sets.get("db").await.expect("sts").status.is_none());
     dc.shutdown().await;
 }
+
+/// Over the API, the simulator tries a failed write again: a Pod's Running status, refused
+/// while the API fails every patch (as while kube-apiserver restarts), lands once it answers,
+/// with no other change to the Pod to trigger it again.
+#[tokio::test]
+async fn over_the_api_the_simulator_writes_again_what_the_api_refused() {
+    let dc = start(Options {
+        simulator: false,
+        ..Options::default()
+    })
+    .await;
+    dc.faults().set_error_rate("patch", 500, 1.0);
+    let sim = tokio::spawn(windlass_devcluster::simulator::remote::run(
+        dc.client(),
+        windlass_devcluster::simulator::Config::from(&Options {
+            ready_delay: Duration::from_millis(50),
+            ..Options::default()
+        }),
+    ));
+    let pods: Api<Pod> = Api::default_namespaced(dc.client());
+    pods.create(
+        &PostParams::default(),
+        &typed(json!({"metadata": {"name": "web"},
+            "spec": {"containers": [{"name": "w", "image": "nginx"}]}})),
+    )
+    .await
+    .expect("a Pod");
+    let phase = || async {
+        pods.get("web")
+            .await
+            .expect("pod")
+            .status
+            .and_then(|s| s.phase)
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_ne!(
+        phase().await.as_deref(),
+        Some("Running"),
+        "every patch fails for now"
+    );
+    dc.faults().clear();
+    eventually("the Pod Running once the API answers", || async {
+        phase().await.as_deref() == Some("Running")
+    })
+    .await;
+    sim.abort();
+    dc.shutdown().await;
+}

@@ -118,11 +118,8 @@ impl Backend for Remote {
                 field_manager: Some(FIELD_MANAGER.into()),
                 ..PostParams::default()
             };
-            match api.create(&params, &obj).await {
-                Err(kube::Error::Api(s)) if s.code == 409 => {}
-                Err(e) => tracing::warn!(error = %e, key, "simulator create failed"),
-                Ok(_) => {}
-            }
+            // Already there is fine.
+            retrying("create", &key, "", 409, || api.create(&params, &obj)).await;
         });
     }
 
@@ -142,16 +139,15 @@ impl Backend for Remote {
                 ..PatchParams::default()
             };
             let patch = Patch::Merge(&body);
-            let result = if status {
-                api.patch_status(&name, &params, &patch).await
-            } else {
-                api.patch(&name, &params, &patch).await
-            };
-            match result {
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => tracing::warn!(error = %e, key, name, "simulator patch failed"),
-                Ok(_) => {}
-            }
+            // Gone is fine.
+            retrying("patch", &key, &name, 404, || async {
+                if status {
+                    api.patch_status(&name, &params, &patch).await
+                } else {
+                    api.patch(&name, &params, &patch).await
+                }
+            })
+            .await;
         });
     }
 
@@ -161,12 +157,43 @@ impl Backend for Remote {
         };
         let (key, name) = (key.to_string(), name.to_string());
         tokio::spawn(async move {
-            match api.delete(&name, &DeleteParams::background()).await {
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => tracing::warn!(error = %e, key, name, "simulator delete failed"),
-                Ok(_) => {}
-            }
+            let params = DeleteParams::background();
+            retrying("delete", &key, &name, 404, || api.delete(&name, &params)).await;
         });
+    }
+}
+
+/// How long a write is tried again while the API fails (a restarting kube-apiserver).
+const RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Sends a write until it succeeds, fails with `fine` (already there, already gone) or with
+/// another client error, or [`RETRY_FOR`] has passed: with nothing else to trigger it again,
+/// a write lost while the API is down (a Pod's Running status, say) would leave its object
+/// where it was for good.
+async fn retrying<T, F, Fut>(verb: &str, key: &str, name: &str, fine: u16, write: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = kube::Result<T>>,
+{
+    let deadline = tokio::time::Instant::now() + RETRY_FOR;
+    let mut wait = std::time::Duration::from_millis(100);
+    loop {
+        let error = match write().await {
+            Ok(_) => return,
+            Err(kube::Error::Api(s)) if s.code == fine => return,
+            Err(kube::Error::Api(s)) if s.code < 500 && s.code != 429 => {
+                tracing::warn!(error = %s, key, name, "simulator {verb} refused");
+                return;
+            }
+            Err(e) => e,
+        };
+        if tokio::time::Instant::now() + wait > deadline {
+            tracing::warn!(error = %error, key, name, "simulator {verb} failed");
+            return;
+        }
+        tracing::debug!(error = %error, key, name, "simulator {verb}: trying again");
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(std::time::Duration::from_secs(5));
     }
 }
 
