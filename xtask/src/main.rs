@@ -17,7 +17,9 @@
 //! - `render`: builds the plugins and renders `examples/sampledb.yaml` with the storage plugin.
 //! - `bench runtime`: native vs wasm (fresh, reused) vs HTTP webhook, printing ratios.
 //! - `chaos`: the full chaos suite (host/tests/host/chaos.rs; `WINDLASS_CHAOS_PARENTS`, default
-//!   200), printing its figures; CI runs the short version with the other tests.
+//!   200) and the restarts of etcd and kube-apiserver on the real control plane
+//!   (`WINDLASS_CHAOS_REAL_PARENTS`, default 20), with release hosts, printing their figures; CI
+//!   runs the short version and the restarts with 6 parents with the other tests.
 //! - `bench languages`: the plugin template in Rust, Python, JavaScript and Go: size, load
 //!   (compiling, from cache) and call (fresh, reused) times, printing ratios to Rust.
 //! - `bench host [--parents N]`: `windlass run` vs a native kube-runtime controller on N
@@ -257,28 +259,45 @@ fn kube_dir(build: std::process::Child) -> Result<PathBuf> {
 }
 
 /// The host's test modules that run on real control planes too (filters for the one `host`
-/// test binary): the end-to-end tests.
-const REAL_CLUSTER_HOST_MODULES: &[&str] = &["operator::", "containment::", "oci::", "sampledb::"];
+/// test binary): the end-to-end tests, and the chaos suite's restarts of etcd and
+/// kube-apiserver (real only).
+const REAL_CLUSTER_HOST_MODULES: &[&str] = &[
+    "operator::",
+    "containment::",
+    "oci::",
+    "sampledb::",
+    "chaos::etcd_and_kube_apiserver_restart_under_sampledbs",
+];
 
 /// The devcluster's own scenario suites, which run on real control planes too (they measure
 /// its fidelity).
 const REAL_CLUSTER_DEVCLUSTER_TESTS: &[&str] = &["kube_rs", "kubectl"];
 
-/// The full chaos suite, with its figures: the plugins first (the suite loads them by path).
+/// The full chaos suite, with its figures: the plugins first (the suite loads them by path),
+/// then the devcluster suite at full size and the restarts of etcd and kube-apiserver on the
+/// real control plane (`WINDLASS_CHAOS_REAL_PARENTS`, default 20 here), both with release hosts.
 fn chaos() -> Result<()> {
+    let kube_build = start_kube_build()?;
     plugins()?;
-    cargo(&[
-        "test",
-        "-p",
-        "windlass",
-        "--test",
-        "host",
-        "--",
-        "chaos::the_full_chaos_suite",
-        "--ignored",
-        "--exact",
-        "--nocapture",
-    ])
+    // The hosts under test are release builds, as users run them.
+    cargo(&["build", "--release", "-p", "windlass", "--bin", "windlass"])?;
+    let host = root().join("target").join("release").join("windlass");
+    let suite = |filter: &str| {
+        let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        cmd.args(["test", "-p", "windlass", "--test", "host", "--", filter])
+            .args(["--exact", "--nocapture"])
+            .env("WINDLASS_CHAOS_HOST", &host);
+        cmd
+    };
+    let devcluster = run(suite("chaos::the_full_chaos_suite").arg("--ignored"));
+    let kube_bin = kube_dir(kube_build)?;
+    let mut real = suite("chaos::etcd_and_kube_apiserver_restart_under_sampledbs");
+    real.env("WINDLASS_TEST_CLUSTER", "real")
+        .env("WINDLASS_KUBE_BIN", kube_bin);
+    if std::env::var_os("WINDLASS_CHAOS_REAL_PARENTS").is_none() {
+        real.env("WINDLASS_CHAOS_REAL_PARENTS", "20");
+    }
+    devcluster.and(run(&mut real))
 }
 
 fn ci() -> Result<()> {
