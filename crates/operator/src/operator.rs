@@ -3,6 +3,7 @@
 use std::{
     net::SocketAddr,
     sync::{Arc, atomic::Ordering},
+    time::Duration,
 };
 
 use kube::Client;
@@ -63,14 +64,24 @@ pub async fn start(
         config.settings.clone(),
         &config.identity,
     );
-    let leading = match &config.election {
-        Some(election) => Some(controller::leader::elect(client, election).await?),
-        None => None,
+    let (leading, campaign) = match &config.election {
+        Some(election) => {
+            let (leading, campaign) = controller::leader::elect(client, election).await?;
+            (Some(leading), Some(campaign))
+        }
+        None => (None, None),
     };
     health.started.store(true, Ordering::Relaxed);
     let task = {
         let health = health.clone();
-        tokio::spawn(async move { lead(shared, health, leading, shutdown).await })
+        tokio::spawn(async move {
+            lead(shared, health, leading, shutdown).await;
+            // The controllers have stopped and the election's receiver is gone: it frees the
+            // Lease, so that a standby takes over at once (bounded: the API may be away).
+            if let Some(campaign) = campaign {
+                let _ = tokio::time::timeout(Duration::from_secs(3), campaign).await;
+            }
+        })
     };
     Ok((Handle { health, admin_addr }, task))
 }

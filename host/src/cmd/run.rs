@@ -29,8 +29,8 @@ pub struct Args {
     /// This instance's identity in the Lease and in events. Default: $POD_NAME or the host name.
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
-    /// Seconds a lease stays valid after its last renewal.
-    #[arg(long, default_value_t = 15)]
+    /// Seconds a lease stays valid after its last renewal (3 to 3600).
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(3..=3600))]
     lease_seconds: u64,
     /// Where /healthz, /readyz and /metrics listen.
     #[arg(long, env = "WINDLASS_ADMIN_ADDR", default_value = "0.0.0.0:8080")]

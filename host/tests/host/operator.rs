@@ -503,10 +503,17 @@ async fn a_standby_takes_over_when_the_leader_stops() {
 
     stop_a.send(true).unwrap();
     let _ = task_a.await;
+    let stopped = std::time::Instant::now();
     eventually("b takes over", || async {
         b.health.leading.load(Ordering::Relaxed).then_some(())
     })
     .await;
+    // a freed the Lease on its way out: b need not wait the 3 s of a lapse.
+    assert!(
+        stopped.elapsed() < Duration::from_secs(2),
+        "b took over {:?} after a stopped",
+        stopped.elapsed()
+    );
     env.create_thing("t2", json!({"names": ["x"], "value": "v"}))
         .await;
     eventually("b reconciles", || async {
@@ -601,6 +608,65 @@ async fn a_standby_leaves_a_lease_its_holder_renews_whatever_the_clocks_say() {
         Some("b")
     );
     let _ = stop_b.send(true);
+}
+
+/// With the API slow rather than down (every request held for ten seconds), the leader's
+/// renewal hangs: it stops leading on time all the same — at most the lease's duration less
+/// half the grace after its last renewal, which was sent before the API slowed down — not
+/// when the hanging renewal gives up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_renewals_hang_stops_leading_on_time() {
+    let env = Env::start().await;
+    if env.dev().is_none() {
+        eprintln!("skipped on the real control plane: injected API latency is the devcluster's");
+        return;
+    }
+    env.install_children_plugin().await;
+    let (stop, stopped) = watch::channel(false);
+    let (a, _task) = operator::start(
+        env.client.clone(),
+        operator_config(
+            "a",
+            Some(Election {
+                namespace: "windlass-system".into(),
+                name: "windlass-leader".into(),
+                identity: "a".into(),
+                duration: Duration::from_secs(3),
+                grace: Duration::from_secs(1),
+            }),
+        ),
+        engine(),
+        stopped,
+    )
+    .await
+    .unwrap();
+    eventually("a leads", || async {
+        a.health.leading.load(Ordering::Relaxed).then_some(())
+    })
+    .await;
+    env.dev()
+        .expect("the devcluster, checked above")
+        .faults()
+        .set_latency(Duration::from_secs(10));
+    let slowed = std::time::Instant::now();
+    while a.health.leading.load(Ordering::Relaxed) {
+        assert!(slowed.elapsed() < Duration::from_secs(10), "still leading");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Valid for 3 s less half the grace after the last renewal, sent before the API slowed
+    // down; stopping the controllers takes a moment more. (Here: 2.42 s; the election that
+    // checked only after each renewal returned, 2.92 s.)
+    let stepped_down = slowed.elapsed();
+    println!("stopped leading {stepped_down:?} after the API slowed down");
+    assert!(
+        stepped_down <= Duration::from_millis(2500 + 250),
+        "stopped leading {stepped_down:?} after the API slowed down"
+    );
+    env.dev()
+        .expect("the devcluster, checked above")
+        .faults()
+        .clear();
+    let _ = stop.send(true);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -26,7 +26,7 @@ use kube::{
     Api, Client,
     api::{ObjectMeta, PostParams},
 };
-use tokio::sync::watch;
+use tokio::{sync::watch, task::JoinHandle};
 
 /// Settings of the election.
 #[derive(Debug, Clone)]
@@ -47,14 +47,15 @@ pub struct Election {
 const POLL: Duration = Duration::from_millis(250);
 
 /// Runs the election until the returned receiver is dropped; the receiver says whether this
-/// instance leads right now.
+/// instance leads right now. The task ends once the receiver is dropped, after freeing the
+/// Lease if it holds it: await it on the way out, so that a standby takes over at once.
 ///
 /// # Errors
 /// When the Lease cannot be read (the Lease API is not served, or not allowed).
 pub async fn elect(
     client: Client,
     election: &Election,
-) -> Result<watch::Receiver<bool>, kube::Error> {
+) -> Result<(watch::Receiver<bool>, JoinHandle<()>), kube::Error> {
     let leases: Api<Lease> = Api::namespaced(client, &election.namespace);
     leases.get_opt(&election.name).await?;
     let (leading, rx) = watch::channel(false);
@@ -63,8 +64,7 @@ pub async fn elect(
         election: election.clone(),
         leading,
     };
-    tokio::spawn(campaign.run());
-    Ok(rx)
+    Ok((rx, tokio::spawn(campaign.run())))
 }
 
 struct Campaign {
@@ -139,16 +139,29 @@ impl Campaign {
                                 "the Lease was not renewed for its duration: taking it over"
                             );
                         }
-                        match self.write(lease, true).await {
+                        match self.write(lease, true, POLL * 4).await {
                             Outcome::Held(sent) => return Some(sent),
                             // Renewed or taken in between: watch it again from here.
-                            Outcome::Lost | Outcome::Unknown => seen = None,
+                            Outcome::Lost => seen = None,
+                            // Perhaps written after all: the next read tells (the write
+                            // carried the version read, so it cannot have undone a renewal).
+                            Outcome::Unknown => {}
                         }
                     }
                 }
                 Some(Err(_)) | None => {}
             }
-            tokio::time::sleep(POLL).await;
+            if !self.pause(Instant::now() + POLL).await {
+                return None;
+            }
+        }
+    }
+
+    /// Sleeps until `until`; false when nobody listens any more.
+    async fn pause(&self, until: Instant) -> bool {
+        tokio::select! {
+            () = tokio::time::sleep_until(until.into()) => true,
+            () = self.leading.closed() => false,
         }
     }
 
@@ -157,7 +170,9 @@ impl Campaign {
     async fn hold(&self, mut renewed: Instant) -> bool {
         let election = &self.election;
         // Leading ends this long after the last successful renewal was sent: half the grace
-        // before a standby that saw that renewal at once could take the Lease.
+        // before a standby that saw that renewal at once could take the Lease. It ends then
+        // even while a renewal is still in flight (a slow API), and starts again when one
+        // succeeds: a renewal that lands late still counts from when it was sent.
         let valid = election.duration.saturating_sub(election.grace / 2);
         let every = election.duration.saturating_sub(election.grace).max(POLL);
         let mut next = renewed + every;
@@ -166,7 +181,18 @@ impl Campaign {
                 return false;
             }
             if Instant::now() >= next {
-                match self.renew().await {
+                let renewal = self.renew();
+                tokio::pin!(renewal);
+                let outcome = loop {
+                    let leading = *self.leading.borrow();
+                    tokio::select! {
+                        outcome = &mut renewal => break outcome,
+                        () = tokio::time::sleep_until((renewed + valid).into()), if leading => {
+                            self.step_down(valid);
+                        }
+                    }
+                };
+                match outcome {
                     Outcome::Held(at) => {
                         renewed = at;
                         next = at + every;
@@ -176,33 +202,47 @@ impl Campaign {
                         self.leading.send_replace(false);
                         return true;
                     }
-                    // Tried again at the next poll.
-                    Outcome::Unknown => {}
+                    Outcome::Unknown => next = Instant::now() + POLL,
                 }
             }
-            let lead = renewed.elapsed() < valid;
-            let changed = self
-                .leading
-                .send_if_modified(|l| std::mem::replace(l, lead) != lead);
-            if changed && !lead {
-                tracing::warn!(
-                    "the Lease could not be renewed for {valid:?}: not leading until it is"
-                );
+            if renewed.elapsed() < valid {
+                if !self.leading.send_replace(true) {
+                    tracing::info!("holding the Lease: leading");
+                }
+            } else {
+                self.step_down(valid);
             }
-            tokio::time::sleep(POLL).await;
+            // Awake for the next renewal, and at the moment leading must end.
+            let wake = if *self.leading.borrow() {
+                next.min(renewed + valid)
+            } else {
+                next
+            };
+            if !self.pause(wake).await {
+                return false;
+            }
+        }
+    }
+
+    fn step_down(&self, valid: Duration) {
+        if self.leading.send_replace(false) {
+            tracing::warn!("the Lease could not be renewed for {valid:?}: not leading until it is");
         }
     }
 
     /// Reads the Lease and renews it if this instance still holds it.
+    /// Its requests may take up to the lease's duration: leading ends on time without them.
     async fn renew(&self) -> Outcome {
-        match bounded(self.leases.get_opt(&self.election.name)).await {
+        let limit = self.election.duration;
+        let read = self.leases.get_opt(&self.election.name);
+        match tokio::time::timeout(limit, read).await.ok() {
             Some(Ok(Some(lease))) => {
                 let holder = lease
                     .spec
                     .as_ref()
                     .and_then(|s| s.holder_identity.as_deref());
                 if holder == Some(self.election.identity.as_str()) {
-                    self.write(lease, false).await
+                    self.write(lease, false, limit).await
                 } else {
                     Outcome::Lost
                 }
@@ -214,7 +254,7 @@ impl Campaign {
 
     /// Replaces `lease` (on the version read) with this instance as its holder, renewed now;
     /// `acquire` marks a new holder (acquireTime, one more transition unless it was ours).
-    async fn write(&self, mut lease: Lease, acquire: bool) -> Outcome {
+    async fn write(&self, mut lease: Lease, acquire: bool, limit: Duration) -> Outcome {
         let sent = Instant::now();
         let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
         let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
@@ -227,7 +267,8 @@ impl Campaign {
         spec.renew_time = Some(now);
         spec.lease_duration_seconds = Some(seconds(self.election.duration));
         let params = PostParams::default();
-        match bounded(self.leases.replace(&self.election.name, &params, &lease)).await {
+        let replace = self.leases.replace(&self.election.name, &params, &lease);
+        match tokio::time::timeout(limit, replace).await.ok() {
             Some(Ok(_)) => Outcome::Held(sent),
             Some(Err(kube::Error::Api(e))) if e.code == 409 => Outcome::Lost,
             Some(Err(_)) | None => Outcome::Unknown,
