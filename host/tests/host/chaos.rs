@@ -169,6 +169,25 @@ const DURABLE: &[&str] = &[
     "batch/cronjobs",
 ];
 
+/// Notes a parent's `status.currentVersion`, and a regression when it is below the highest
+/// seen for that parent.
+fn note_version(
+    highest: &mut HashMap<String, (u32, u32)>,
+    regressions: &mut Vec<String>,
+    name: &str,
+    status: &Value,
+) {
+    let Some(v) = status["currentVersion"].as_str().and_then(version) else {
+        return;
+    };
+    let top = highest.entry(name.to_string()).or_insert(v);
+    if v < *top {
+        regressions.push(format!("{name}: currentVersion {v:?} after {top:?}"));
+    } else {
+        *top = v;
+    }
+}
+
 fn version(text: &str) -> Option<(u32, u32)> {
     let (major, minor) = text.split_once('.')?;
     Some((major.parse().ok()?, minor.split('.').next()?.parse().ok()?))
@@ -196,15 +215,12 @@ impl Record {
                     .unwrap_or("Snapshot")
                     .to_string();
                 self.policies.insert(name.clone(), state.policy.clone());
-                if let Some(v) = o["status"]["currentVersion"].as_str().and_then(version) {
-                    let highest = self.versions.entry(name.clone()).or_insert(v);
-                    if v < *highest {
-                        self.regressions
-                            .push(format!("{name}: currentVersion {v:?} after {highest:?}"));
-                    } else {
-                        *highest = v;
-                    }
-                }
+                note_version(
+                    &mut self.versions,
+                    &mut self.regressions,
+                    &name,
+                    &o["status"],
+                );
             }
             key if deleted && DURABLE.contains(&key) => {
                 let Some(parent) = meta["labels"]["windlass.dev/parent-uid"].as_str() else {
@@ -475,6 +491,50 @@ fn name(i: usize) -> String {
 
 const POLICIES: [&str; 3] = ["Snapshot", "Retain", "Delete"];
 
+/// Creates the `i`-th SampleDB (already there is fine: an earlier try landed).
+async fn create_parent(dbs: &Api<DynamicObject>, i: usize) {
+    let db = sampledb(i);
+    let params = PostParams::default();
+    retry(
+        "creating a SampleDB",
+        |e| matches!(e, kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists"),
+        || dbs.create(&params, &db),
+    )
+    .await;
+}
+
+/// Merge-patches the SampleDBs among the first `parents` that `which` picks.
+async fn patch_parents(
+    dbs: &Api<DynamicObject>,
+    parents: usize,
+    which: impl Fn(usize) -> bool,
+    patch: Value,
+) {
+    let params = PatchParams::default();
+    let patch = Patch::Merge(patch);
+    for i in (0..parents).filter(|i| which(*i)) {
+        let name = name(i);
+        retry(
+            "patching a SampleDB",
+            |_| false,
+            || dbs.patch(&name, &params, &patch),
+        )
+        .await;
+    }
+}
+
+/// Deletes the `i`-th SampleDB (already gone is fine).
+async fn delete_parent(dbs: &Api<DynamicObject>, i: usize) {
+    let name = name(i);
+    let params = DeleteParams::default();
+    retry(
+        "deleting a SampleDB",
+        |e| status_code(e, 404),
+        || dbs.delete(&name, &params),
+    )
+    .await;
+}
+
 /// The `i`-th SampleDB as created: one replica of the old version, hourly backups, the
 /// deletion policies in turn.
 fn sampledb(i: usize) -> DynamicObject {
@@ -533,6 +593,28 @@ struct Phase {
     waiting: Vec<String>,
 }
 
+impl Phase {
+    /// Its row of the phases' table (of `n` parents), and what still waited.
+    fn rows(&self, n: usize) -> String {
+        let mut out = format!(
+            "| {} | {}/{n} ({:.0}%) | {} | {:.1} s |\n",
+            self.name,
+            self.converged,
+            100.0 * self.converged as f64 / n as f64,
+            self.converge_time
+                .map_or("not converged".into(), |d| format!(
+                    "{:.1} s",
+                    d.as_secs_f64()
+                )),
+            self.took.as_secs_f64()
+        );
+        for w in &self.waiting {
+            out.push_str(&format!("  waiting: {w}\n"));
+        }
+        out
+    }
+}
+
 struct Run {
     scale: Scale,
     client: Client,
@@ -547,17 +629,7 @@ impl Run {
 
     /// Patches the parents whose index `which` picks.
     async fn patch_some(&self, which: impl Fn(usize) -> bool, patch: Value) {
-        let params = PatchParams::default();
-        let patch = Patch::Merge(patch);
-        for i in (0..self.scale.parents).filter(|i| which(*i)) {
-            let name = name(i);
-            retry(
-                "patching a SampleDB",
-                |_| false,
-                || self.dbs.patch(&name, &params, &patch),
-            )
-            .await;
-        }
+        patch_parents(&self.dbs, self.scale.parents, which, patch).await;
     }
 
     /// Waits until `ok` holds for every parent (listed with faults off), or the bound.
@@ -726,21 +798,10 @@ async fn converge(
 
 /// What `windlass dev` installs for the SampleDB plugins (the hosts run apart).
 fn dev_config(kubeconfig: &Path) -> DevConfig {
-    let plugins = guests::SAMPLEDB
-        .iter()
-        .map(|(name, path)| {
-            (
-                name.to_string(),
-                "samples.windlass.dev/v1alpha1".to_string(),
-                "SampleDB".to_string(),
-                PathBuf::from(path),
-            )
-        })
-        .collect();
     DevConfig {
         port: 0,
         kubeconfig: kubeconfig.to_path_buf(),
-        plugins,
+        plugins: crate::support::sampledb_plugins(),
         crds: vec![],
         manifests: vec![],
         operator: windlass::operator::Config {
@@ -754,29 +815,7 @@ fn dev_config(kubeconfig: &Path) -> DevConfig {
     }
 }
 
-/// The volume the backups go to.
-async fn backup_volume(client: &Client) {
-    let pvcs: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
-        Api::namespaced(client.clone(), NS);
-    pvcs.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({
-            "metadata": {"name": dev::BACKUP_CLAIM},
-            "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "5Gi"}}},
-        }))
-        .unwrap(),
-    )
-    .await
-    .expect("the backup volume");
-}
-
 async fn run(scale: Scale) -> Report {
-    for (name, path) in guests::SAMPLEDB {
-        assert!(
-            Path::new(path).exists(),
-            "{name}: {path} is missing; build the plugins with `cargo xtask plugins`"
-        );
-    }
     let scratch = tempfile::tempdir().expect("scratch");
     let cluster = Arc::new(
         DevCluster::start(Options {
@@ -811,7 +850,7 @@ async fn run(scale: Scale) -> Report {
     // CRDs, plugins (as `windlass dev` grants them) and the backup volume; the hosts run apart.
     let config = dev_config(&kubeconfig);
     dev::prepare(&client, &config).await.expect("installed");
-    backup_volume(&client).await;
+    crate::support::create_backup_volume(&client, NS).await;
     let mut hosts = vec![
         Host::spawn("host-a", &kubeconfig, scratch.path()),
         Host::spawn("host-b", &kubeconfig, scratch.path()),
@@ -836,18 +875,8 @@ async fn run(scale: Scale) -> Report {
     // 1. Create, under API faults.
     let stop = Instant::now() + scale.window;
     let compacting = run.api_faults(stop);
-    let post = PostParams::default();
     for i in 0..scale.parents {
-        let db = sampledb(i);
-        retry(
-            "creating a SampleDB",
-            |e| {
-                status_code(e, 409)
-                    && matches!(e, kube::Error::Api(s) if s.reason == "AlreadyExists")
-            },
-            || run.dbs.create(&post, &db),
-        )
-        .await;
+        create_parent(&run.dbs, i).await;
     }
     tokio::time::sleep_until(stop.into()).await;
     cluster.faults().clear();
@@ -948,17 +977,10 @@ async fn run(scale: Scale) -> Report {
     let stop = Instant::now() + scale.window;
     let compacting = run.api_faults(stop);
     // The leader is killed with a finalizing write in flight after each share of the deletes.
-    let delete = DeleteParams::default();
     let finalize_kills = (scale.kills / 4).clamp(1, scale.parents);
     let share = scale.parents / finalize_kills;
     for i in 0..scale.parents {
-        let name = name(i);
-        retry(
-            "deleting a SampleDB",
-            |e| status_code(e, 404),
-            || run.dbs.delete(&name, &delete),
-        )
-        .await;
+        delete_parent(&run.dbs, i).await;
         if (i + 1) % share == 0 && (i + 1) / share <= finalize_kills {
             let wait = scale.window / (2 * finalize_kills as u32);
             if let Some(hit) = kill_leader_at(&mut hosts, &cluster, Moment::MidFinalize, wait).await
@@ -1228,21 +1250,7 @@ impl std::fmt::Display for Report {
         )?;
         writeln!(f, "| --- | ---: | ---: | ---: |")?;
         for p in &self.phases {
-            writeln!(
-                f,
-                "| {} | {}/{n} ({:.0}%) | {} | {:.1} s |",
-                p.name,
-                p.converged,
-                100.0 * p.converged as f64 / n as f64,
-                p.converge_time.map_or("not converged".into(), |d| format!(
-                    "{:.1} s",
-                    d.as_secs_f64()
-                )),
-                p.took.as_secs_f64()
-            )?;
-            for w in &p.waiting {
-                writeln!(f, "  waiting: {w}")?;
-            }
+            write!(f, "{}", p.rows(n))?;
         }
         let count = |what: &str, v: &[String]| -> String {
             let examples: Vec<&String> = v.iter().take(5).collect();
@@ -1433,7 +1441,7 @@ async fn etcd_and_kube_apiserver_restart_under_sampledbs() {
     dev::prepare(&client, &dev_config(&kubeconfig))
         .await
         .expect("installed");
-    backup_volume(&client).await;
+    crate::support::create_backup_volume(&client, NS).await;
     let hosts = [
         Host::spawn("host-a", &kubeconfig, scratch.path()),
         Host::spawn("host-b", &kubeconfig, scratch.path()),
@@ -1456,23 +1464,10 @@ async fn etcd_and_kube_apiserver_restart_under_sampledbs() {
             let mut highest: HashMap<String, (u32, u32)> = HashMap::new();
             loop {
                 if let Ok(list) = dbs.list(&ListParams::default()).await {
+                    let mut regressions = regressions.lock().unwrap();
                     for db in list.items {
                         let name = db.metadata.name.clone().unwrap_or_default();
-                        let Some(v) = db.data["status"]["currentVersion"]
-                            .as_str()
-                            .and_then(version)
-                        else {
-                            continue;
-                        };
-                        let top = highest.entry(name.clone()).or_insert(v);
-                        if v < *top {
-                            regressions
-                                .lock()
-                                .unwrap()
-                                .push(format!("{name}: {v:?} after {top:?}"));
-                        } else {
-                            *top = v;
-                        }
+                        note_version(&mut highest, &mut regressions, &name, &db.data["status"]);
                     }
                 }
                 tokio::time::sleep(Duration::from_millis(300)).await;
@@ -1495,15 +1490,8 @@ async fn etcd_and_kube_apiserver_restart_under_sampledbs() {
 
     // Create; etcd restarts.
     let began = Instant::now();
-    let post = PostParams::default();
     for i in 0..parents {
-        let db = sampledb(i);
-        retry(
-            "creating a SampleDB",
-            |e| matches!(e, kube::Error::Api(s) if s.reason == "AlreadyExists"),
-            || dbs.create(&post, &db),
-        )
-        .await;
+        create_parent(&dbs, i).await;
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     restart("etcd", Duration::from_secs(2)).await;
@@ -1522,23 +1510,7 @@ async fn etcd_and_kube_apiserver_restart_under_sampledbs() {
 
     // Scale; kube-apiserver restarts.
     let began = Instant::now();
-    let patch = |spec: Value| {
-        let dbs = dbs.clone();
-        async move {
-            for i in 0..parents {
-                let name = name(i);
-                let patch = Patch::Merge(json!({ "spec": spec }));
-                let params = PatchParams::default();
-                retry(
-                    "patching a SampleDB",
-                    |_| false,
-                    || dbs.patch(&name, &params, &patch),
-                )
-                .await;
-            }
-        }
-    };
-    patch(json!({"replicas": 2})).await;
+    patch_parents(&dbs, parents, |_| true, json!({"spec": {"replicas": 2}})).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     restart("kube-apiserver", Duration::from_secs(2)).await;
     phases.push(
@@ -1557,7 +1529,7 @@ async fn etcd_and_kube_apiserver_restart_under_sampledbs() {
 
     // Upgrade; both restart, etcd down for longer than the Lease.
     let began = Instant::now();
-    patch(json!({"version": NEW})).await;
+    patch_parents(&dbs, parents, |_| true, json!({"spec": {"version": NEW}})).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     restart("etcd", Duration::from_secs(2 * LEASE_SECONDS)).await;
     restart("kube-apiserver", Duration::from_secs(1)).await;
@@ -1597,15 +1569,8 @@ async fn etcd_and_kube_apiserver_restart_under_sampledbs() {
         .filter_map(|c| c.metadata.name)
         .collect();
     let began = Instant::now();
-    let delete = DeleteParams::default();
     for i in 0..parents {
-        let name = name(i);
-        retry(
-            "deleting a SampleDB",
-            |e| status_code(e, 404),
-            || dbs.delete(&name, &delete),
-        )
-        .await;
+        delete_parent(&dbs, i).await;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     restart("kube-apiserver", Duration::from_secs(2)).await;
@@ -1653,19 +1618,7 @@ async fn etcd_and_kube_apiserver_restart_under_sampledbs() {
     println!("| phase | converged | converge time after the restart | the phase took |");
     println!("| --- | ---: | ---: | ---: |");
     for p in &phases {
-        println!(
-            "| {} | {}/{parents} | {} | {:.1} s |",
-            p.name,
-            p.converged,
-            p.converge_time.map_or("not converged".into(), |d| format!(
-                "{:.1} s",
-                d.as_secs_f64()
-            )),
-            p.took.as_secs_f64()
-        );
-        for w in &p.waiting {
-            println!("  waiting: {w}");
-        }
+        print!("{}", p.rows(parents));
     }
     println!(
         "durable children and volumes lost or made again: {lost:?}; currentVersion going back: \

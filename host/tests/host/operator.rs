@@ -456,17 +456,22 @@ async fn deleting_a_parent_finalizes_first_then_its_children_go() {
     );
 }
 
+/// The election of these tests: the Lease `windlass-system/windlass-leader`, valid for 3 s,
+/// renewed 1 s before it lapses.
+fn election(identity: &str) -> Election {
+    Election {
+        namespace: "windlass-system".into(),
+        name: "windlass-leader".into(),
+        identity: identity.into(),
+        duration: Duration::from_secs(3),
+        grace: Duration::from_secs(1),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_takes_over_when_the_leader_stops() {
     let env = Env::start().await;
     env.install_children_plugin().await;
-    let election = |id: &str| Election {
-        namespace: "windlass-system".into(),
-        name: "windlass-leader".into(),
-        identity: id.into(),
-        duration: Duration::from_secs(3),
-        grace: Duration::from_secs(1),
-    };
     let (stop_a, stopped_a) = watch::channel(false);
     let (a, task_a) = operator::start(
         env.client.clone(),
@@ -567,16 +572,7 @@ async fn a_standby_leaves_a_lease_its_holder_renews_whatever_the_clocks_say() {
     let (stop_b, stopped_b) = watch::channel(false);
     let (b, _task_b) = operator::start(
         env.client.clone(),
-        operator_config(
-            "b",
-            Some(Election {
-                namespace: "windlass-system".into(),
-                name: "windlass-leader".into(),
-                identity: "b".into(),
-                duration: Duration::from_secs(3),
-                grace: Duration::from_secs(1),
-            }),
-        ),
+        operator_config("b", Some(election("b"))),
         engine(),
         stopped_b,
     )
@@ -625,16 +621,7 @@ async fn a_leader_whose_renewals_hang_stops_leading_on_time() {
     let (stop, stopped) = watch::channel(false);
     let (a, _task) = operator::start(
         env.client.clone(),
-        operator_config(
-            "a",
-            Some(Election {
-                namespace: "windlass-system".into(),
-                name: "windlass-leader".into(),
-                identity: "a".into(),
-                duration: Duration::from_secs(3),
-                grace: Duration::from_secs(1),
-            }),
-        ),
+        operator_config("a", Some(election("a"))),
         engine(),
         stopped,
     )

@@ -42,7 +42,6 @@ use windlass::{
     runtime::RuntimeConfig,
 };
 use windlass_kubeplane::ControlPlane;
-use windlass_test_guests as guests;
 
 use crate::support;
 
@@ -90,13 +89,6 @@ impl Harness {
 /// Starts `windlass dev` with the six plugins, the backup volume and nothing else.
 async fn start() -> Harness {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let plugins = guests::SAMPLEDB;
-    for (name, path) in plugins {
-        assert!(
-            std::path::Path::new(path).exists(),
-            "{name}: {path} is missing; build the plugins with `cargo xtask plugins`"
-        );
-    }
     let mut operator = operator::Config {
         admin_addr: "127.0.0.1:0".parse().expect("address"),
         election: None,
@@ -114,17 +106,7 @@ async fn start() -> Harness {
     let config = DevConfig {
         port: 0,
         kubeconfig: dir.path().join("kubeconfig"),
-        plugins: plugins
-            .iter()
-            .map(|(name, path)| {
-                (
-                    name.to_string(),
-                    "samples.windlass.dev/v1alpha1".to_string(),
-                    "SampleDB".to_string(),
-                    PathBuf::from(path),
-                )
-            })
-            .collect(),
+        plugins: support::sampledb_plugins(),
         crds: Vec::new(),
         manifests: vec![],
         operator,
@@ -151,17 +133,7 @@ async fn start() -> Harness {
     } else {
         (dev::start(config).await.expect("windlass dev starts"), None)
     };
-    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(dev.client.clone(), NS);
-    pvcs.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({
-            "metadata": {"name": "sampledb-backups"},
-            "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "5Gi"}}},
-        }))
-        .expect("backup PVC"),
-    )
-    .await
-    .expect("backup volume created");
+    support::create_backup_volume(&dev.client, NS).await;
     Harness { dev, real }
 }
 

@@ -108,7 +108,7 @@ impl Campaign {
             if self.leading.is_closed() {
                 return None;
             }
-            match bounded(self.leases.get_opt(&self.election.name)).await {
+            match bounded(POLL * 4, self.leases.get_opt(&self.election.name)).await {
                 Some(Ok(None)) => {
                     if let Outcome::Held(sent) = self.create().await {
                         return Some(sent);
@@ -234,8 +234,7 @@ impl Campaign {
     /// Its requests may take up to the lease's duration: leading ends on time without them.
     async fn renew(&self) -> Outcome {
         let limit = self.election.duration;
-        let read = self.leases.get_opt(&self.election.name);
-        match tokio::time::timeout(limit, read).await.ok() {
+        match bounded(limit, self.leases.get_opt(&self.election.name)).await {
             Some(Ok(Some(lease))) => {
                 let holder = lease
                     .spec
@@ -267,8 +266,12 @@ impl Campaign {
         spec.renew_time = Some(now);
         spec.lease_duration_seconds = Some(seconds(self.election.duration));
         let params = PostParams::default();
-        let replace = self.leases.replace(&self.election.name, &params, &lease);
-        match tokio::time::timeout(limit, replace).await.ok() {
+        match bounded(
+            limit,
+            self.leases.replace(&self.election.name, &params, &lease),
+        )
+        .await
+        {
             Some(Ok(_)) => Outcome::Held(sent),
             Some(Err(kube::Error::Api(e))) if e.code == 409 => Outcome::Lost,
             Some(Err(_)) | None => Outcome::Unknown,
@@ -293,7 +296,7 @@ impl Campaign {
                 ..LeaseSpec::default()
             }),
         };
-        match bounded(self.leases.create(&PostParams::default(), &lease)).await {
+        match bounded(POLL * 4, self.leases.create(&PostParams::default(), &lease)).await {
             Some(Ok(_)) => Outcome::Held(sent),
             Some(Err(kube::Error::Api(e))) if e.code == 409 => Outcome::Lost,
             Some(Err(_)) | None => Outcome::Unknown,
@@ -304,7 +307,8 @@ impl Campaign {
     /// takes over at once (best effort, bounded).
     async fn release(&self) {
         self.leading.send_replace(false);
-        let Some(Ok(Some(mut lease))) = bounded(self.leases.get_opt(&self.election.name)).await
+        let Some(Ok(Some(mut lease))) =
+            bounded(POLL * 4, self.leases.get_opt(&self.election.name)).await
         else {
             return;
         };
@@ -314,6 +318,7 @@ impl Campaign {
         }
         spec.holder_identity = None;
         let _ = bounded(
+            POLL * 4,
             self.leases
                 .replace(&self.election.name, &PostParams::default(), &lease),
         )
@@ -321,10 +326,10 @@ impl Campaign {
     }
 }
 
-/// A request bounded by a few polls: the client retries an unavailable API, and the
-/// election must keep its times all the same.
-async fn bounded<T>(request: impl Future<Output = T>) -> Option<T> {
-    tokio::time::timeout(POLL * 4, request).await.ok()
+/// A request bounded by `limit` (a few polls, or a lease for a renewal): the client retries
+/// an unavailable API, and the election must keep its times all the same.
+async fn bounded<T>(limit: Duration, request: impl Future<Output = T>) -> Option<T> {
+    tokio::time::timeout(limit, request).await.ok()
 }
 
 fn seconds(d: Duration) -> i32 {

@@ -12,7 +12,11 @@
 
 pub mod tools;
 
-use std::{future::Future, time::Duration};
+use std::{
+    future::Future,
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use k8s_openapi::{
     ByteString,
@@ -105,6 +109,42 @@ pub fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free port")
+}
+
+/// The six SampleDB plugins as `windlass dev` takes them (name, apiVersion, kind, path), each
+/// checked to be built.
+pub fn sampledb_plugins() -> Vec<(String, String, String, PathBuf)> {
+    windlass_test_guests::SAMPLEDB
+        .iter()
+        .map(|(name, path)| {
+            assert!(
+                Path::new(path).exists(),
+                "{name}: {path} is missing; build the plugins with `cargo xtask plugins`"
+            );
+            (
+                name.to_string(),
+                "samples.windlass.dev/v1alpha1".to_string(),
+                "SampleDB".to_string(),
+                PathBuf::from(path),
+            )
+        })
+        .collect()
+}
+
+/// The volume the SampleDB backups go to, in `ns`.
+pub async fn create_backup_volume(client: &Client, ns: &str) {
+    let pvcs: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+        Api::namespaced(client.clone(), ns);
+    pvcs.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "metadata": {"name": windlass::dev::BACKUP_CLAIM},
+            "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "5Gi"}}},
+        }))
+        .expect("a backup PVC"),
+    )
+    .await
+    .expect("the backup volume created");
 }
 
 /// The SampleDB kind, for dynamic APIs.
