@@ -57,6 +57,16 @@ const COMPONENTS: &[(&str, &str, &str)] = &[
         "guest-unserved-kind",
         "guest_unserved_kind",
     ),
+    (
+        "HOSTILE_CONTROLLERS",
+        "guest-hostile-controllers",
+        "guest_hostile_controllers",
+    ),
+    (
+        "HOSTILE_KINDS",
+        "guest-hostile-kinds",
+        "guest_hostile_kinds",
+    ),
 ];
 
 /// Guests that wrap a SampleDB plugin (built on their own, see `main`), as in `COMPONENTS`.

@@ -211,9 +211,15 @@ impl Case {
     /// # Errors
     /// The pipeline's error: the plugin's own, or a policy refusal.
     pub fn run(&self, stage: Stage) -> Result<Outcome, pipeline::Error> {
+        // The kinds the host would serve as parents: this parent's, and the plugin's.
+        let mut policy = crate::policy::Policy::default();
+        policy.add_parent_kind(crate::policy::kind_of(&self.parent));
+        for kind in &stage.plugin.info().parent_kinds {
+            policy.add_parent_kind(kind.clone());
+        }
         let pipeline = Pipeline {
             stages: vec![stage],
-            policy: Default::default(),
+            policy: std::sync::Arc::new(policy),
         };
         pipeline.run(pipeline::Input {
             earlier: &self.desired,

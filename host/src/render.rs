@@ -219,9 +219,17 @@ pub fn render(runtime: &Runtime, input: &Input) -> Result<Outcome> {
             "config given for plugins that are not in the pipeline: {unknown:?} (loaded: {loaded:?})"
         );
     }
+    // The kinds the host would serve as parents: this parent's, and each plugin's.
+    let mut policy = Policy::default();
+    policy.add_parent_kind(crate::policy::kind_of(&input.parent));
+    for stage in &stages {
+        for kind in &stage.plugin.info().parent_kinds {
+            policy.add_parent_kind(kind.clone());
+        }
+    }
     let pipeline = Pipeline {
         stages,
-        policy: Arc::new(Policy::default()),
+        policy: Arc::new(policy),
     };
     Ok(pipeline.run(pipeline::Input::new(
         input.phase,

@@ -175,6 +175,7 @@ impl PodSecurity {
             },
             service_accounts: self.service_accounts.clone(),
             automount_token: self.automount_service_account_token,
+            ..Default::default()
         }
     }
 }
@@ -205,6 +206,11 @@ pub struct PluginLimits {
     /// Instruction budget of one call, when the host runs with fuel enabled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fuel: Option<u64>,
+    /// Pods one object the plugin returns may ask the cluster for (replicas, a Job's
+    /// parallelism and completions, a CronJob's overlapping Jobs), and all of its objects
+    /// together. Default 100.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_pods: Option<u32>,
 }
 
 /// What a failure of the plugin does to a reconcile.

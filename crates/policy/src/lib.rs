@@ -19,16 +19,18 @@
 //! What this module cannot know — whether an object of that name already exists and belongs
 //! to someone else — is decided at apply time (`controller::apply::ownership`).
 
+pub mod amplification;
 mod object;
 pub mod pipeline;
 pub mod pod_security;
 pub mod references;
+mod spelling;
 
 use std::collections::{BTreeSet, HashSet};
 
 use serde_json::Value;
 
-pub use object::{ObjectKey, kind_of};
+pub use object::{ObjectKey, kind_of, stored_as};
 pub use pod_security::{HostAccount, Level, PodGrants};
 pub use references::Family;
 
@@ -63,9 +65,16 @@ const CLUSTER_SCOPED: &[&str] = &[
 /// Service's traffic anywhere; a Lease can take over another controller's leadership; a
 /// NetworkPolicy can open or close the namespace's network; an Ingress or a Gateway route can
 /// claim any host name on a shared ingress; a ResourceQuota or LimitRange governs every other
-/// application's pods in the namespace.
+/// application's pods in the namespace. An Event can be forged about any object, in any
+/// component's name (`source: kubelet`): the host writes a plugin's events from its response,
+/// about its parent. A CSIStorageCapacity is read by the scheduler across namespaces; a Binding
+/// places a Pod on a node.
 const PRIVILEGED: &[&str] = &[
     "v1/ServiceAccount",
+    "v1/Event",
+    "events.k8s.io/v1/Event",
+    "storage.k8s.io/v1/CSIStorageCapacity",
+    "v1/Binding",
     "v1/Endpoints",
     "discovery.k8s.io/v1/EndpointSlice",
     "coordination.k8s.io/v1/Lease",
@@ -90,18 +99,16 @@ const PRIVILEGED: &[&str] = &[
     "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding",
 ];
 
-/// Whether `kind` (`group/version/Kind`) is one of [`PRIVILEGED`] in any version: a kind
-/// served at `v1beta1` too is no less privileged there.
+/// Whether `kind` (`group/version/Kind`) is one of [`PRIVILEGED`] in any version and in any
+/// case: a kind served at `v1beta1` too is no less privileged there, and another spelling
+/// (refused as such by the policy) fails closed here too.
 pub fn is_privileged(kind: &str) -> bool {
     // Borrowed parts, no allocation: this runs for every desired object of every reconcile.
-    fn group_kind(k: &str) -> (&str, &str) {
-        let mut parts = k.rsplitn(3, '/');
-        let name = parts.next().unwrap_or_default();
-        let _version = parts.next();
-        (parts.next().unwrap_or_default(), name)
-    }
-    let wanted = group_kind(kind);
-    PRIVILEGED.iter().any(|p| group_kind(p) == wanted)
+    let (group, name) = spelling::group_kind(kind);
+    PRIVILEGED.iter().any(|p| {
+        let (g, k) = spelling::group_kind(p);
+        g == group && k.eq_ignore_ascii_case(name)
+    })
 }
 
 /// Grants, by name, for privileged content of ordinary kinds.
@@ -171,6 +178,12 @@ pub enum Rule {
     /// A reference by name (a pod's Secret or claim, a snapshot's or claim's source) to an
     /// object outside the parent's family ([`references`]).
     ForeignReference,
+    /// A workload asking the cluster for more Pods than the WasmPlugin's `limits.maxPods`
+    /// ([`amplification`]).
+    Amplification,
+    /// An object of a kind the host serves as a parent, not granted by name or nested too deep:
+    /// each would be reconciled in turn and could make more.
+    ParentKind,
 }
 
 impl Rule {
@@ -193,6 +206,8 @@ impl Rule {
             Rule::PodSecurity => "PodSecurity",
             Rule::ObjectNotOwned => "ObjectNotOwned",
             Rule::ForeignReference => "ForeignReference",
+            Rule::Amplification => "Amplification",
+            Rule::ParentKind => "ParentKind",
         }
     }
 }
@@ -262,7 +277,25 @@ pub struct Policy {
     pub max_status_bytes: usize,
     /// The host's own ServiceAccount, never given to a plugin's pods.
     pub host_account: Option<HostAccount>,
+    /// How deep parents may make parents of a kind the host serves (with the kind granted):
+    /// a user's parent is at depth 0, its parent-kind children at 1. Default 2.
+    pub max_nesting: u32,
     cluster_scoped: HashSet<String>,
+    parent_kinds: HashSet<String>,
+}
+
+/// Annotation the policy sets on an object of a parent kind: how many parents made by plugins
+/// lie between it and the one a user created (1 for a child of a user's parent).
+pub const NESTING_ANNOTATION: &str = "windlass.dev/nesting";
+
+/// The nesting of a parent: its [`NESTING_ANNOTATION`], 0 when absent (a user made it).
+pub fn nesting_of(parent: &Value) -> u32 {
+    parent
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(NESTING_ANNOTATION))
+        .and_then(Value::as_str)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
 
 impl Default for Policy {
@@ -272,7 +305,9 @@ impl Default for Policy {
             max_total_bytes: 8 << 20,
             max_status_bytes: 64 << 10,
             host_account: None,
+            max_nesting: 2,
             cluster_scoped: CLUSTER_SCOPED.iter().map(|s| s.to_string()).collect(),
+            parent_kinds: HashSet::new(),
         }
     }
 }
@@ -322,6 +357,8 @@ pub struct Subject<'a> {
     /// What references by name may point at besides the desired set: the parent's observed
     /// children and the names written in its spec and the plugin's config.
     pub family: &'a Family,
+    /// The parent's [`nesting_of`].
+    pub nesting: u32,
 }
 
 /// A desired object that passed the checks.
@@ -356,6 +393,20 @@ impl Policy {
     /// Whether objects of `kind` live outside namespaces.
     pub fn is_cluster_scoped(&self, kind: &str) -> bool {
         self.cluster_scoped.contains(kind)
+    }
+
+    /// Tells the policy that the host serves `kind` (`group/version/Kind`) as a parent: a plugin
+    /// makes objects of it only when granted by name, and only [`Policy::max_nesting`] deep.
+    pub fn add_parent_kind(&mut self, kind: impl Into<String>) {
+        self.parent_kinds.insert(kind.into());
+    }
+
+    /// Whether the host serves `kind` as a parent (in any version).
+    pub fn is_parent_kind(&self, kind: &str) -> bool {
+        let (group, name) = spelling::group_kind(kind);
+        self.parent_kinds
+            .iter()
+            .any(|p| spelling::group_kind(p) == (group, name))
     }
 
     /// Parses and checks the desired set a plugin returned.
@@ -446,6 +497,30 @@ impl Policy {
                 });
             }
         }
+        let max_pods = who.pods.max_pods();
+        let mut pods = 0u64;
+        for (i, c) in out.iter().enumerate().filter(|(i, _)| own[*i]) {
+            let over = match amplification::pods_at_once(&c.kind, &c.object, max_pods) {
+                Ok(n) => {
+                    pods += n;
+                    (pods > u64::from(max_pods)).then(|| {
+                        (String::new(), format!(
+                            "with this object the plugin's objects run {pods} Pods at once: more than the {max_pods} it may ask for (the WasmPlugin's limits.maxPods)"
+                        ))
+                    })
+                }
+                Err(over) => Some(over),
+            };
+            if let Some((field, why)) = over {
+                return Err(Violation {
+                    plugin: who.plugin.to_string(),
+                    object: format!("desired[{i}] {}", describe(c)),
+                    field,
+                    rule: Rule::Amplification,
+                    why,
+                });
+            }
+        }
         Ok(out)
     }
 
@@ -500,6 +575,14 @@ impl Policy {
                     "{kind_name:?} is not a Kind: an UpperCamelCase name of letters and digits"
                 ),
             ));
+        }
+        let known = PRIVILEGED
+            .iter()
+            .copied()
+            .chain(self.cluster_scoped.iter().map(String::as_str))
+            .chain(self.parent_kinds.iter().map(String::as_str));
+        if let Err(why) = spelling::check(&kind, &object, known) {
+            return Err((format!(" {kind}"), "kind".into(), Rule::InvalidObject, why));
         }
         let metadata = map.get("metadata").and_then(Value::as_object);
         let name = metadata
@@ -557,6 +640,26 @@ impl Policy {
                 Rule::ClusterScoped,
                 format!(
                     "kind {kind} is cluster-scoped and the parent is namespaced: a namespaced owner cannot own it (the garbage collector ignores such owner references), so the host could never clean it up"
+                ),
+            ));
+        }
+        let parent_kind = self.is_parent_kind(&kind);
+        if parent_kind && !named_grant {
+            return Err(whole(
+                what,
+                Rule::ParentKind,
+                format!(
+                    "kind {kind} is a kind the host serves as a parent: each such object is reconciled in turn and could make more; it needs a grant by name"
+                ),
+            ));
+        }
+        if parent_kind && !inherited && who.nesting >= self.max_nesting {
+            return Err(whole(
+                what,
+                Rule::ParentKind,
+                format!(
+                    "kind {kind} is a kind the host serves as a parent, and this parent is already {} deep in parents made by plugins (at most {})",
+                    who.nesting, self.max_nesting
                 ),
             ));
         }
@@ -629,6 +732,24 @@ impl Policy {
             object.get_mut("metadata").and_then(Value::as_object_mut),
         ) {
             meta.insert("namespace".into(), Value::String(ns.clone()));
+        }
+        if parent_kind
+            && !inherited
+            && let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut)
+        {
+            // The plugin's own value, if any, is replaced: the depth is the host's to count.
+            let annotations = meta
+                .entry("annotations")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if !annotations.is_object() {
+                *annotations = Value::Object(Default::default());
+            }
+            if let Some(a) = annotations.as_object_mut() {
+                a.insert(
+                    NESTING_ANNOTATION.into(),
+                    Value::String((who.nesting + 1).to_string()),
+                );
+            }
         }
         Ok((
             Checked {
@@ -966,6 +1087,7 @@ mod tests {
             namespace: Some("db"),
             inherited: &[],
             family: &Family::default(),
+            nesting: 0,
         };
         let texts: Vec<String> = objects.iter().map(Value::to_string).collect();
         Policy::default().check_desired(who, &texts)
@@ -1037,6 +1159,7 @@ mod tests {
             namespace: None,
             inherited: &[],
             family: &Family::default(),
+            nesting: 0,
         };
         let out = Policy::default()
             .check_desired(who, &[ns.to_string()])
@@ -1087,6 +1210,7 @@ mod tests {
             namespace: Some("db"),
             inherited: &[],
             family: &Family::default(),
+            nesting: 0,
         };
         let err = Policy::default()
             .check_desired(who, &["{not json".to_string()])
@@ -1156,6 +1280,7 @@ mod tests {
             namespace: Some("db"),
             inherited: &inherited,
             family: &Family::default(),
+            nesting: 0,
         };
         assert!(
             Policy::default()
@@ -1181,17 +1306,7 @@ mod containment_tests {
         declared: &[&str],
         object: Value,
     ) -> Result<Vec<Checked>, Violation> {
-        let declared: Vec<String> = declared.iter().map(|s| s.to_string()).collect();
-        let who = Subject {
-            plugin: "p",
-            declared: &declared,
-            grants,
-            pods: &PodGrants::default(),
-            namespace: Some("db"),
-            inherited: &[],
-            family: &Family::default(),
-        };
-        Policy::default().check_desired(who, &[object.to_string()])
+        check_with(&Policy::default(), grants, declared, 0, &[object])
     }
 
     #[test]
@@ -1344,5 +1459,148 @@ mod containment_tests {
         assert!(err.contains("apps/v1/StatefulSet"), "{err}");
         assert!(Grants::Kinds([SECRET.to_string()].into()).reads_secrets());
         assert!(!Grants::Declared.reads_secrets());
+    }
+
+    fn check_with(
+        policy: &Policy,
+        grants: &Grants,
+        declared: &[&str],
+        nesting: u32,
+        objects: &[Value],
+    ) -> Result<Vec<Checked>, Violation> {
+        let declared: Vec<String> = declared.iter().map(|s| s.to_string()).collect();
+        let who = Subject {
+            plugin: "p",
+            declared: &declared,
+            grants,
+            pods: &PodGrants::default(),
+            namespace: Some("db"),
+            inherited: &[],
+            family: &Family::default(),
+            nesting,
+        };
+        let texts: Vec<String> = objects.iter().map(Value::to_string).collect();
+        policy.check_desired(who, &texts)
+    }
+
+    #[test]
+    fn events_of_either_group_need_a_grant_by_name() {
+        for kind in ["v1/Event", "events.k8s.io/v1/Event"] {
+            let (api_version, k) = kind.rsplit_once('/').unwrap();
+            let obj = json!({"apiVersion": api_version, "kind": k, "metadata": {"name": "e"}});
+            let err = check_as(&Grants::Declared, &[kind], obj.clone()).unwrap_err();
+            assert_eq!(err.rule, Rule::PrivilegedKind, "{kind}: {err}");
+            let granted = Grants::Kinds([kind.to_string()].into());
+            assert!(check_as(&granted, &[kind], obj).is_ok(), "{kind}");
+        }
+        let capacity = json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
+            "metadata": {"name": "c"}, "storageClassName": "fast"});
+        let err = check_as(
+            &Grants::Declared,
+            &["storage.k8s.io/v1/CSIStorageCapacity"],
+            capacity,
+        )
+        .unwrap_err();
+        assert_eq!(err.rule, Rule::PrivilegedKind, "{err}");
+    }
+
+    #[test]
+    fn a_list_or_another_spelling_of_a_privileged_kind_is_refused_even_when_declared() {
+        let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "x"}, "roleRef": {"kind": "ClusterRole", "name": "cluster-admin"}});
+        let list = json!({"apiVersion": "v1", "kind": "List", "metadata": {"name": "l"}, "items": [binding]});
+        let err = check_as(&Grants::Declared, &["v1/List"], list).unwrap_err();
+        assert_eq!(
+            (err.rule, err.field.as_str()),
+            (Rule::InvalidObject, "kind")
+        );
+        let upper = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ROLEBINDING",
+            "metadata": {"name": "x"}});
+        let err = check_as(
+            &Grants::Declared,
+            &["rbac.authorization.k8s.io/v1/ROLEBINDING"],
+            upper,
+        )
+        .unwrap_err();
+        assert_eq!(err.rule, Rule::InvalidObject, "{err}");
+        assert!(err.why.contains("serves RoleBinding"), "{err}");
+        assert!(is_privileged("rbac.authorization.k8s.io/v1/ROLEBINDING"));
+    }
+
+    #[test]
+    fn children_of_a_parent_kind_need_a_grant_and_nest_only_so_deep() {
+        let mut policy = Policy::default();
+        policy.add_parent_kind("samples.windlass.dev/v1alpha1/SampleDB");
+        let kind = "samples.windlass.dev/v1alpha1/SampleDB";
+        let child = json!({"apiVersion": "samples.windlass.dev/v1alpha1", "kind": "SampleDB",
+            "metadata": {"name": "child", "annotations": {NESTING_ANNOTATION: "0"}}});
+        let err = check_with(&policy, &Grants::Declared, &[kind], 0, &[child.clone()]).unwrap_err();
+        assert_eq!(err.rule, Rule::ParentKind, "{err}");
+        // Another version of the same group and kind is the same kind.
+        let v2 = json!({"apiVersion": "samples.windlass.dev/v2", "kind": "SampleDB", "metadata": {"name": "c"}});
+        let err = check_with(
+            &policy,
+            &Grants::Declared,
+            &["samples.windlass.dev/v2/SampleDB"],
+            0,
+            &[v2],
+        )
+        .unwrap_err();
+        assert_eq!(err.rule, Rule::ParentKind, "{err}");
+
+        let granted = Grants::Kinds([kind.to_string()].into());
+        let out = check_with(&policy, &granted, &[kind], 0, &[child.clone()]).unwrap();
+        assert_eq!(
+            out[0].object["metadata"]["annotations"][NESTING_ANNOTATION], "1",
+            "the host counts the depth, whatever the plugin wrote"
+        );
+        assert_eq!(nesting_of(&out[0].object), 1);
+        assert!(check_with(&policy, &granted, &[kind], 1, &[child.clone()]).is_ok());
+        let err = check_with(&policy, &granted, &[kind], 2, &[child]).unwrap_err();
+        assert_eq!(err.rule, Rule::ParentKind);
+        assert!(err.why.contains("already 2 deep"), "{err}");
+    }
+
+    #[test]
+    fn the_pods_of_a_plugins_objects_together_are_bounded_too() {
+        let sts = |name: &str, replicas: u32| {
+            json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name},
+                "spec": {"replicas": replicas}})
+        };
+        let policy = Policy::default();
+        let kinds = ["apps/v1/StatefulSet"];
+        assert!(
+            check_with(
+                &policy,
+                &Grants::Declared,
+                &kinds,
+                0,
+                &[sts("a", 60), sts("b", 40)]
+            )
+            .is_ok()
+        );
+        let err = check_with(
+            &policy,
+            &Grants::Declared,
+            &kinds,
+            0,
+            &[sts("a", 60), sts("b", 41)],
+        )
+        .unwrap_err();
+        assert_eq!(err.rule, Rule::Amplification);
+        assert_eq!(err.object, "desired[1] apps/v1/StatefulSet db/b");
+        assert!(err.why.contains("101 Pods at once"), "{err}");
+        let err = check_with(
+            &policy,
+            &Grants::Declared,
+            &kinds,
+            0,
+            &[sts("a", 1_000_000)],
+        )
+        .unwrap_err();
+        assert_eq!(
+            (err.rule, err.field.as_str()),
+            (Rule::Amplification, "spec.replicas")
+        );
     }
 }

@@ -71,6 +71,28 @@ impl std::fmt::Display for ObjectKey {
     }
 }
 
+/// The kind an object of `kind` is stored as. The API server serves some resources under two
+/// groups — an `events.k8s.io/v1` Event is a core `v1` Event — so one object is observed once
+/// under each, and the host compares them as one: what a plugin produced under one group is
+/// not pruned because it was observed under the other.
+pub fn stored_as(kind: &str) -> &str {
+    match kind.rsplit_once('/') {
+        Some((group_version, "Event")) if group_version.starts_with("events.k8s.io/") => "v1/Event",
+        _ => kind,
+    }
+}
+
+impl ObjectKey {
+    /// This key with its kind as stored ([`stored_as`]).
+    pub fn stored(mut self) -> Self {
+        let stored = stored_as(&self.kind);
+        if stored != self.kind {
+            self.kind = stored.to_string();
+        }
+        self
+    }
+}
+
 /// The kind key of an object as JSON: `apiVersion/kind` (`apps/v1/StatefulSet`, `v1/Secret`).
 pub fn kind_of(object: &Value) -> String {
     let field = |f: &str| object.get(f).and_then(Value::as_str).unwrap_or_default();

@@ -258,7 +258,7 @@ impl Pipeline {
                 family.add_names(&stage.config);
                 self.check(
                     stage,
-                    &run.name,
+                    (&run.name, policy::nesting_of(input.parent)),
                     run.namespace.as_deref(),
                     &run.desired_text,
                     &family,
@@ -289,7 +289,7 @@ impl Pipeline {
     fn check(
         &self,
         stage: &Stage,
-        parent: &str,
+        (parent, nesting): (&str, u32),
         namespace: Option<&str>,
         inherited: &[String],
         family: &Family,
@@ -309,6 +309,7 @@ impl Pipeline {
             pods: &pods,
             namespace,
             family,
+            nesting,
         };
         let checked = self.policy.check_desired(who, &resp.desired)?;
         self.policy

@@ -84,12 +84,21 @@ pub struct PodGrants {
     /// Whether pods may mount a ServiceAccount token (else automountServiceAccountToken must be
     /// false explicitly in the pod spec).
     pub automount_token: bool,
+    /// Pods one workload may ask for, and the plugin's objects together
+    /// ([`crate::amplification`]); `None`: [`crate::amplification::DEFAULT_MAX_PODS`].
+    pub max_pods: Option<u32>,
 }
 
 /// In a granted ServiceAccount name, the name of the parent being reconciled.
 pub const PARENT: &str = "{parent}";
 
 impl PodGrants {
+    /// [`PodGrants::max_pods`], or the default.
+    pub fn max_pods(&self) -> u32 {
+        self.max_pods
+            .unwrap_or(crate::amplification::DEFAULT_MAX_PODS)
+    }
+
     /// The grants for one parent: [`PARENT`] in a ServiceAccount name replaced by its name.
     pub fn for_parent(&self, parent: &str) -> std::borrow::Cow<'_, PodGrants> {
         if !self.service_accounts.iter().any(|a| a.contains(PARENT)) {
@@ -384,6 +393,7 @@ fn windlass(
     }
     if grants.level != Level::Privileged {
         placement(pod)?;
+        git_repo(pod)?;
     }
     if grants.automount_token {
         return Ok(());
@@ -446,6 +456,21 @@ fn placement(pod: &Scope<'_>) -> Result<(), PodViolation> {
         );
         let field = format!("{}.priorityClassName", pod.path);
         return Err(refuse(field, "priorityClassName", why));
+    }
+    Ok(())
+}
+
+/// Below `privileged`, no `gitRepo` volume: the kubelet runs `git` on the node for it, and a
+/// repository can make that `git` run hooks as root (CVE-2024-10220; CVE-2025-1767 is fixed in
+/// no version). Upstream's baseline still admits it; the host does not.
+fn git_repo(pod: &Scope<'_>) -> Result<(), PodViolation> {
+    for (i, volume) in pod.list("volumes") {
+        if present(volume.get("gitRepo")).is_some() {
+            let why = "a gitRepo volume runs git on the node as root for the pod \
+                       (CVE-2024-10220, CVE-2025-1767); only the privileged level may use it";
+            let field = format!("{}.volumes[{i}].gitRepo", pod.path);
+            return Err(refuse(field, "gitRepo", why.into()));
+        }
     }
     Ok(())
 }
@@ -1196,6 +1221,7 @@ mod tests {
             level: Level::Privileged,
             service_accounts: vec!["windlass-host".into()],
             automount_token: true,
+            ..Default::default()
         };
         let v = check_in("windlass", &pod(s.clone()), &all).unwrap_err();
         assert_eq!(
@@ -1361,5 +1387,22 @@ mod tests {
             assert_eq!((v.field.as_str(), v.rule), (field, rule), "{}", v.why);
             assert!(check(&object, Level::Privileged).is_ok());
         }
+    }
+
+    #[test]
+    fn a_git_repo_volume_is_refused_below_privileged() {
+        let mut s = spec();
+        s["volumes"] =
+            json!([{"name": "src", "gitRepo": {"repository": "https://example.com/x.git"}}]);
+        for level in [Level::Restricted, Level::Baseline] {
+            let v =
+                check_object("v1/Pod", "db", &pod(s.clone()), &grants(level), None).unwrap_err();
+            assert_eq!(
+                (v.rule, v.field.as_str()),
+                ("gitRepo", "spec.volumes[0].gitRepo"),
+                "{level:?}"
+            );
+        }
+        assert!(check_object("v1/Pod", "db", &pod(s), &grants(Level::Privileged), None).is_ok());
     }
 }

@@ -303,6 +303,13 @@ fn pod_refs(value: &Value, path: &mut String, refs: &mut Vec<Ref>) {
                         }
                         false
                     }
+                    // A pod's resourceClaims (`resourceClaimName`, or under `source` in
+                    // older versions) hand it a device another application claimed.
+                    "resourceClaimName" => {
+                        let claim = "ResourceClaim";
+                        refs.push(Ref::named(path.clone(), "resource.k8s.io", claim, v));
+                        false
+                    }
                     "persistentVolumeClaim" => {
                         if let Some(claim) = v.get("claimName") {
                             let field = format!("{path}.claimName");
@@ -623,6 +630,29 @@ mod tests {
         assert_eq!(
             r.field,
             "spec.template.spec.volumes[1].persistentVolumeClaim.claimName"
+        );
+    }
+
+    #[test]
+    fn a_pod_may_use_only_the_familys_resource_claims() {
+        let pod =
+            json!({"resourceClaims": [{"name": "gpu", "resourceClaimName": "other-app-gpu"}]});
+        let r = refused("batch/v1/Job", &job(pod));
+        assert_eq!(
+            r.field,
+            "spec.template.spec.resourceClaims[0].resourceClaimName"
+        );
+        assert!(
+            r.why
+                .contains("resource.k8s.io/ResourceClaim \"other-app-gpu\""),
+            "{}",
+            r.why
+        );
+        let old = json!({"resourceClaims": [{"name": "gpu", "source": {"resourceClaimName": "other-app-gpu"}}]});
+        let r = refused("batch/v1/Job", &job(old));
+        assert_eq!(
+            r.field,
+            "spec.template.spec.resourceClaims[0].source.resourceClaimName"
         );
     }
 }

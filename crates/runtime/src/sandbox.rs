@@ -74,10 +74,12 @@ impl Sandbox {
     pub(crate) fn flush_output(&self) -> String {
         let (out, out_dropped) = self.stdout.drain();
         for line in out.lines().filter(|l| !l.trim().is_empty()) {
+            let line = escape_controls(line);
             tracing::info!(plugin = %self.plugin, stream = "stdout", "{line}");
         }
         let (err, err_dropped) = self.stderr.drain();
         for line in err.lines().filter(|l| !l.trim().is_empty()) {
+            let line = escape_controls(line);
             tracing::warn!(plugin = %self.plugin, stream = "stderr", "{line}");
         }
         if out_dropped + err_dropped > 0 {
@@ -103,7 +105,7 @@ impl WasiView for Sandbox {
 impl bindings::windlass::plugin::log::Host for Sandbox {
     fn log(&mut self, level: bindings::Level, message: String) {
         self.log_lines += 1;
-        let message = cut_line(message);
+        let message = escape_controls(&cut_line(message)).into_owned();
         if self.log_lines > MAX_LOG_LINES {
             if self.log_lines == MAX_LOG_LINES + 1 {
                 tracing::warn!(plugin = %self.plugin, "more than {MAX_LOG_LINES} log lines in one call; dropping the rest");
@@ -118,6 +120,25 @@ impl bindings::windlass::plugin::log::Host for Sandbox {
             bindings::Level::Error => tracing::error!(plugin, "{message}"),
         }
     }
+}
+
+/// A guest's text as one line of the host's log: every control character (newline, carriage
+/// return, escape sequences, …) written as its Rust escape (`\n`, `\r`, `\u{1b}`), so a guest
+/// can neither start a line that looks like the host's in the text format nor rewrite the
+/// terminal. Borrowed when there is nothing to escape (most lines).
+pub(crate) fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// Cuts a log line to [`MAX_LOG_LINE_BYTES`] (on a character boundary), saying how much went.
@@ -255,3 +276,21 @@ impl ResourceLimiter for MemoryLimiter {
 
 /// The `types` interface has only types; its host trait has nothing to implement.
 impl bindings::windlass::plugin::types::Host for Sandbox {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_in_guest_text_are_escaped_onto_one_line() {
+        assert_eq!(escape_controls("plain text"), "plain text");
+        assert!(matches!(
+            escape_controls("plain"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(
+            escape_controls("ok\nINFO windlass: forged\r\u{1b}[2Kx\tü"),
+            "ok\\nINFO windlass: forged\\r\\u{1b}[2Kx\\tü"
+        );
+    }
+}

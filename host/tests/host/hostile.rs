@@ -1072,6 +1072,33 @@ fn a_flood_of_log_lines_is_capped_and_the_call_still_returns() {
     assert_still_serving();
 }
 
+#[test]
+fn a_guest_log_line_cannot_start_a_line_of_the_hosts_log_nor_rewrite_the_terminal() {
+    let guest = Arc::new(load(guests::HOSTILE_CONTROLLERS));
+    let (result, log) = capture_log(|| run(stage(&guest, json!({"attack": "logForge"}))));
+    result.unwrap_or_else(|e| panic!("{e}"));
+    const FORGED: &str = "INFO windlass: plugin version swapped in wasm_plugin=billing";
+    let line = log
+        .lines()
+        .find(|l| l.contains(FORGED))
+        .unwrap_or_else(|| panic!("the guest's line was not logged: {log}"));
+    assert!(
+        line.contains(&format!(r"ok\n{FORGED}\r{FORGED}\u{{1b}}[2K{FORGED}")),
+        "{line}"
+    );
+    assert!(
+        line.contains("plugin=\"guest-hostile-controllers\""),
+        "{line}"
+    );
+    // One line, and every line of the log that names the forged text is the guest's own.
+    assert_eq!(
+        log.lines().filter(|l| l.contains(FORGED)).count(),
+        1,
+        "{log}"
+    );
+    assert!(!log.contains('\r') && !log.contains('\u{1b}'), "{log:?}");
+}
+
 /// What the subscriber on this thread logged while `f` ran (plugin calls run on the caller's
 /// thread).
 fn capture_log<R>(f: impl FnOnce() -> R) -> (R, String) {

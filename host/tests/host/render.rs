@@ -180,6 +180,56 @@ fn render_fails_clearly_on_bad_input_and_misbehaving_plugins() {
 }
 
 #[test]
+fn render_refuses_what_the_host_refuses_lists_other_spellings_and_parent_kinds() {
+    for (attack, why) in [
+        (
+            "list",
+            "invalid output (InvalidObject): desired[0] v1/List: kind: kind List is a list",
+        ),
+        (
+            "upperKind",
+            "invalid output (InvalidObject): desired[0] rbac.authorization.k8s.io/v1/ROLEBINDING: kind: kind ROLEBINDING is not served: the API server serves RoleBinding",
+        ),
+        (
+            "capacity",
+            "invalid output (PrivilegedKind): desired[0] storage.k8s.io/v1/CSIStorageCapacity fast-zone-a: kind storage.k8s.io/v1/CSIStorageCapacity confers privileges",
+        ),
+    ] {
+        let config = format!("attack={attack}");
+        let args = [
+            "render",
+            "-f",
+            "examples/sampledb.yaml",
+            "--plugin",
+            guests::HOSTILE_KINDS,
+            "--config",
+            &config,
+        ];
+        let (ok, stdout, stderr) = windlass(&args);
+        assert!(!ok && stdout.is_empty(), "{attack}: {stdout}");
+        assert!(
+            stderr.contains(&format!("plugin guest-hostile-kinds: {why}")),
+            "{attack}: {stderr}"
+        );
+    }
+    // A child of a kind the host would serve as a parent: here the plugin's own parent kind.
+    let (ok, _, stderr) = windlass(&[
+        "render",
+        "-f",
+        "examples/sampledb.yaml",
+        "--plugin",
+        guests::HOSTILE_CONTROLLERS,
+        "--config",
+        "attack=parentKind",
+    ]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("invalid output (ParentKind): desired[0] example.com/v1/Thing db-spawn"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn render_runs_the_finalize_phase() {
     let (ok, stdout, stderr) = windlass(&[
         "render",

@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 use super::{Error, Owned, Shared, fetch, status};
 use windlass_contract::{InstanceMode, Limits, LoadOptions};
 use windlass_policy::{
-    Grants, Policy,
+    Grants, PodGrants, Policy,
     pipeline::{FailurePolicy, Stage},
 };
 
@@ -335,7 +335,10 @@ impl Loader {
             plugin,
             config: spec.config.clone().unwrap_or_else(|| json!({})),
             grants,
-            pods: spec.pod_security.grants(),
+            pods: PodGrants {
+                max_pods: spec.limits.max_pods,
+                ..spec.pod_security.grants()
+            },
             failure_policy: match spec.failure_policy {
                 crd::FailurePolicy::Fail => FailurePolicy::Fail,
                 crd::FailurePolicy::Ignore => FailurePolicy::Ignore,

@@ -100,6 +100,10 @@ impl Registry {
         for kind in cluster_scoped {
             state.policy.add_cluster_scoped(kind.clone());
         }
+        // A kind newly served as a parent changes what every pipeline may produce: each is
+        // rebuilt with the policy that knows it.
+        let new_parent_kind = !state.policy.is_parent_kind(&spec.parent.key());
+        state.policy.add_parent_kind(spec.parent.key());
         let previous = state.entries.insert(
             wasm_plugin.to_string(),
             Entry {
@@ -114,6 +118,11 @@ impl Registry {
             && previous.parent != spec.parent
         {
             kinds.push(previous.parent.key());
+        }
+        if new_parent_kind {
+            kinds.extend(state.pipelines.keys().cloned());
+            kinds.sort();
+            kinds.dedup();
         }
         for kind in kinds {
             rebuild(&mut state, &kind);

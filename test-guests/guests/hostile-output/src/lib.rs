@@ -221,7 +221,7 @@ fn workload(workload: &str, name: &str, mut spec: Value) -> Result<Value, Plugin
             } else {
                 (
                     "batch/v1",
-                    json!({"schedule": "*/5 * * * *", "jobTemplate": {"spec": job}}),
+                    json!({"schedule": "*/5 * * * *", "concurrencyPolicy": "Forbid", "jobTemplate": {"spec": job}}),
                 )
             }
         }
