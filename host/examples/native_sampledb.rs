@@ -236,6 +236,8 @@ async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Err
         kind: ctx.sampledb.kind.clone(),
         name: obj.name_any(),
         uid,
+        namespace: Some(namespace.clone()),
+        adopts_retained: false,
     };
     let mut outcome = Outcome::default();
     for text in desired {

@@ -264,6 +264,7 @@ fn kube_dir(build: std::process::Child) -> Result<PathBuf> {
 const REAL_CLUSTER_HOST_MODULES: &[&str] = &[
     "operator::",
     "containment::",
+    "controllers::",
     "oci::",
     "sampledb::",
     "chaos::etcd_and_kube_apiserver_restart_under_sampledbs",

@@ -120,9 +120,17 @@ pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
                     } else {
                         json!([])
                     };
+                    // The template's annotations too: the real controller copies the whole
+                    // template's metadata onto the claim.
+                    let mut metadata = json!({"name": claim_name, "namespace": ns, "labels": labels, "ownerReferences": owners});
+                    if let Some(annotations) = claim["metadata"]
+                        .get("annotations")
+                        .filter(|a| a.is_object())
+                    {
+                        metadata["annotations"] = annotations.clone();
+                    }
                     let pvc = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                        "metadata": {"name": claim_name, "namespace": ns, "labels": labels, "ownerReferences": owners},
-                        "spec": claim["spec"]});
+                        "metadata": metadata, "spec": claim["spec"]});
                     sim.create("/persistentvolumeclaims", pvc);
                 }
                 Some(pvc) => {

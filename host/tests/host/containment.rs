@@ -19,11 +19,11 @@ use support::*;
 use windlass::policy::HostAccount;
 use windlass_test_guests as guests;
 
-const THING: (&str, &str) = ("example.com/v1", "Thing");
+pub(crate) const THING: (&str, &str) = ("example.com/v1", "Thing");
 
 /// An operator with the hostile guest as the Thing pipeline, the host's ServiceAccount being
 /// `shop/windlass` (so a pod asking for it is in reach).
-async fn hostile_env(plugin: &str, path: &str, extra: Value) -> Env {
+pub(crate) async fn hostile_env(plugin: &str, path: &str, extra: Value) -> Env {
     let mut env = Env::start().await;
     env.put_plugin_bytes(plugin, guests::bytes(path)).await;
     env.put_wasm_plugin(plugin, THING, plugin, extra).await;
@@ -46,7 +46,7 @@ async fn hostile_env(plugin: &str, path: &str, extra: Value) -> Env {
 }
 
 /// The parent's `Reconciled` condition once it has the given status.
-async fn reconciled(env: &Env, name: &str, status: &str) -> Value {
+pub(crate) async fn reconciled(env: &Env, name: &str, status: &str) -> Value {
     eventually(&format!("{name} Reconciled={status}"), || async {
         let t = serde_json::to_value(env.things().get(name).await.ok()?).ok()?;
         let c = condition(&t, "Reconciled")?;
@@ -56,7 +56,7 @@ async fn reconciled(env: &Env, name: &str, status: &str) -> Value {
 }
 
 /// An object as JSON, to compare byte for byte.
-async fn snapshot<K>(api: &Api<K>, name: &str) -> Value
+pub(crate) async fn snapshot<K>(api: &Api<K>, name: &str) -> Value
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
 {
@@ -64,7 +64,7 @@ where
 }
 
 /// After an attack: a parent with a harmless spec is still served.
-async fn still_serves_other_parents(env: &Env) {
+pub(crate) async fn still_serves_other_parents(env: &Env) {
     env.create_thing(
         "bystander",
         json!({"hostile": {"attack": "takeover-configmap", "name": "bystander-data"}}),

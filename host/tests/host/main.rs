@@ -2,7 +2,7 @@
 //! devcluster again, which cost CI minutes for every file. One module per subject; run one with
 //! `cargo test -p windlass --test host -- operator::` (the module path is the filter).
 //!
-//! `operator`, `containment`, `oci` and `sampledb` also run against a real control plane
+//! `operator`, `containment`, `controllers`, `oci` and `sampledb` also run against a real control plane
 //! (`WINDLASS_TEST_CLUSTER=real`, see `support`).
 
 mod support;
@@ -10,6 +10,7 @@ mod support;
 mod chaos;
 mod conformance;
 mod containment;
+mod controllers;
 mod crds;
 mod dev;
 mod helm;

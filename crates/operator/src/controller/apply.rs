@@ -155,6 +155,13 @@ pub fn claim(
     let applied = applied_by_host(existing);
     match controller_uid(existing) {
         Some(uid) if uid == parent_uid => Claim::Owned(own),
+        // Only what the child made from the parent's templates, which carry the parent's uid:
+        // an object the child adopted (a ReplicaSet's selector matching another application's
+        // Pods) is still someone else's.
+        Some(uid) if family.contains(uid) && !labelled => Claim::NotOwned(format!(
+            "is controlled by {}, a child of the parent, but was not made from the parent's templates (it lacks the {PARENT_UID_LABEL} label): an object a child adopted is not the parent's",
+            controller_name(existing)
+        )),
         Some(uid) if family.contains(uid) => match labels_only(&desired.object.object) {
             Ok(()) => Claim::Owned(Ownership::LabelsOnly),
             Err(field) => Claim::NotOwned(format!(
@@ -253,6 +260,210 @@ pub struct ParentRef {
     pub name: String,
     /// uid.
     pub uid: String,
+    /// Namespace; none for a cluster-scoped parent.
+    pub namespace: Option<String>,
+    /// The parent asks to take over the claims an earlier parent of its kind, namespace and
+    /// name retained ([`ADOPT_RETAINED_ANNOTATION`]).
+    pub adopts_retained: bool,
+}
+
+/// Annotation a user sets to `"true"` on a parent to let it take over the claims that an earlier
+/// parent of the same kind, namespace and name left behind (deleted with its volumes retained,
+/// as SampleDB's `deletionPolicy: Retain`), when its StatefulSet would make claims of those
+/// names. Without it such a claim is someone else's, and the apply is refused.
+pub const ADOPT_RETAINED_ANNOTATION: &str = "windlass.dev/adopt-retained-volumes";
+
+/// Annotation the host puts on claim templates, which the StatefulSet controller copies onto
+/// the claims it makes: the identity of the parent (`Kind.group namespace/name`), so that a
+/// retained claim says which parent left it.
+pub const PARENT_ANNOTATION: &str = "windlass.dev/parent";
+
+impl ParentRef {
+    /// `Kind.group namespace/name` (`Kind namespace/name` for the core group).
+    pub fn identity(&self) -> String {
+        let group = self.api_version.rsplit_once('/').map(|(g, _)| g);
+        let kind = match group {
+            Some(g) => format!("{}.{g}", self.kind),
+            None => self.kind.clone(),
+        };
+        match &self.namespace {
+            Some(ns) => format!("{kind} {ns}/{}", self.name),
+            None => format!("{kind} {}", self.name),
+        }
+    }
+}
+
+/// An object a desired object makes the cluster create under a name derived from its own: a
+/// StatefulSet's Pods `<set>-<n>` and claims `<template>-<set>-<n>`, for every ordinal its
+/// replicas reach.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Derived {
+    /// `v1/Pod` or `v1/PersistentVolumeClaim`.
+    pub kind: &'static str,
+    /// The name the controller gives it.
+    pub name: String,
+    /// The field of the desired object it is derived from.
+    pub field: String,
+}
+
+/// The objects `desired` makes the cluster create by derived names ([`Derived`]).
+pub fn derived(desired: &Desired) -> Vec<Derived> {
+    let object = &desired.object.object;
+    if desired.object.kind != "apps/v1/StatefulSet" {
+        return Vec::new();
+    }
+    let set = &desired.object.name;
+    let replicas = object
+        .pointer("/spec/replicas")
+        .and_then(Value::as_u64)
+        .unwrap_or(1);
+    let start = object
+        .pointer("/spec/ordinals/start")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    let templates: Vec<(usize, &str)> = object
+        .pointer("/spec/volumeClaimTemplates")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(i, t)| Some((i, t.pointer("/metadata/name")?.as_str()?)))
+        .collect();
+    let mut out = Vec::new();
+    for n in start..start.saturating_add(replicas) {
+        out.push(Derived {
+            kind: "v1/Pod",
+            name: format!("{set}-{n}"),
+            field: "spec.replicas".into(),
+        });
+        for (i, template) in &templates {
+            out.push(Derived {
+                kind: "v1/PersistentVolumeClaim",
+                name: format!("{template}-{set}-{n}"),
+                field: format!("spec.volumeClaimTemplates[{i}]"),
+            });
+        }
+    }
+    out
+}
+
+/// How the pods an object makes would take part in a Service: the labels they carry (which a
+/// Service's selector may match) and the Service whose DNS names they take (`subdomain`, a
+/// StatefulSet's `serviceName`), with the fields they come from. None for an object that makes
+/// no pods.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodIdentity<'a> {
+    /// The pods' labels as applied, and their field.
+    pub labels: (&'a serde_json::Map<String, Value>, &'static str),
+    /// The Service named for DNS, and its field.
+    pub subdomain: Option<(&'a str, &'static str)>,
+}
+
+/// The [`PodIdentity`] of a decorated object's pods.
+pub fn pod_identity<'a>(kind: &str, object: &'a Value) -> Option<PodIdentity<'a>> {
+    let (meta, spec, labels_field, subdomain_field) = match kind {
+        "v1/Pod" => ("/metadata", "/spec", "metadata.labels", "spec.subdomain"),
+        "apps/v1/StatefulSet"
+        | "apps/v1/Deployment"
+        | "apps/v1/DaemonSet"
+        | "apps/v1/ReplicaSet"
+        | "v1/ReplicationController"
+        | "batch/v1/Job" => (
+            "/spec/template/metadata",
+            "/spec/template/spec",
+            "spec.template.metadata.labels",
+            "spec.template.spec.subdomain",
+        ),
+        "batch/v1/CronJob" => (
+            "/spec/jobTemplate/spec/template/metadata",
+            "/spec/jobTemplate/spec/template/spec",
+            "spec.jobTemplate.spec.template.metadata.labels",
+            "spec.jobTemplate.spec.template.spec.subdomain",
+        ),
+        _ => return None,
+    };
+    let labels = object.pointer(&format!("{meta}/labels"))?.as_object()?;
+    let subdomain = object
+        .pointer(&format!("{spec}/subdomain"))
+        .and_then(Value::as_str)
+        .map(|s| (s, subdomain_field))
+        .or_else(|| {
+            (kind == "apps/v1/StatefulSet")
+                .then(|| object.pointer("/spec/serviceName")?.as_str())
+                .flatten()
+                .map(|s| (s, "spec.serviceName"))
+        })
+        .filter(|(s, _)| !s.is_empty());
+    Some(PodIdentity {
+        labels: (labels, labels_field),
+        subdomain,
+    })
+}
+
+/// Why pods of `identity` would take part in `service`, a Service that is not the parent's:
+/// its selector matches their labels (it would send them its traffic, and the EndpointSlice
+/// controller would give them its DNS name), or they take DNS names under it. None when they
+/// would not.
+pub fn joins(identity: &PodIdentity<'_>, service: &Value) -> Option<String> {
+    let name = service.pointer("/metadata/name").and_then(Value::as_str)?;
+    let namespace = service
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let (labels, field) = identity.labels;
+    if let Some(selector) = service.pointer("/spec/selector").and_then(Value::as_object)
+        && !selector.is_empty()
+        && selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+    {
+        return Some(format!(
+            "{field}: match the selector of Service {namespace}/{name}, which is not this parent's: its traffic would reach these pods"
+        ));
+    }
+    match identity.subdomain {
+        Some((subdomain, field)) if subdomain == name => Some(format!(
+            "{field}: names Service {namespace}/{name}, which is not this parent's: these pods would take DNS names under it"
+        )),
+        _ => None,
+    }
+}
+
+/// What an existing object of a [`Derived`] name is to the parent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Heir {
+    /// Made from the parent's templates (it carries the parent's uid): the controller's to use.
+    Ours,
+    /// A claim an earlier parent of the same identity retained, and the parent asks to take it
+    /// over: the host labels it as the parent's before the StatefulSet is applied.
+    Adopt,
+    /// Someone else's: the controller would take it over, so the apply is refused, saying why.
+    Foreign(String),
+}
+
+/// Judges an existing object of a derived name.
+pub fn heir(existing: &Value, parent: &ParentRef) -> Heir {
+    let meta = |key: &str, name: &str| {
+        existing
+            .pointer(&format!("/metadata/{key}"))
+            .and_then(|m| m.get(name))
+            .and_then(Value::as_str)
+    };
+    if meta("labels", PARENT_UID_LABEL) == Some(parent.uid.as_str()) {
+        return Heir::Ours;
+    }
+    let retained = kind_of(existing) == "v1/PersistentVolumeClaim"
+        && controller_uid(existing).is_none()
+        && meta("labels", PARENT_UID_LABEL).is_some()
+        && meta("annotations", PARENT_ANNOTATION) == Some(parent.identity().as_str());
+    match (retained, parent.adopts_retained) {
+        (true, true) => Heir::Adopt,
+        (true, false) => Heir::Foreign(format!(
+            "exists, retained by an earlier {} of this name; the StatefulSet controller would take it over: set the annotation {ADOPT_RETAINED_ANNOTATION}: \"true\" on the parent to take it over on purpose",
+            parent.kind
+        )),
+        (false, _) => Heir::Foreign(
+            "exists and is not this parent's: the StatefulSet controller would take it over".into(),
+        ),
+    }
 }
 
 /// Metadata a plugin's object may not set: the API server's fields, and those through which
@@ -326,16 +537,7 @@ pub fn decorate(desired: &Desired, parent: &ParentRef, ownership: Ownership) -> 
     ] {
         label_template(&mut object, pointer, &parent.uid);
     }
-    if desired.object.kind.starts_with("policy/")
-        && desired.object.kind.ends_with("/PodDisruptionBudget")
-    {
-        // A budget holds back evictions of the pods it selects: it is narrowed to the pods
-        // made from the parent's templates, which carry the parent's uid, so it can never hold
-        // another application's pods on a draining node.
-        let spec = ensure_object(&mut object, "spec");
-        let selector = child_map(spec, "selector");
-        child_map(selector, "matchLabels").insert(PARENT_UID_LABEL.into(), json!(parent.uid));
-    }
+    narrow_selector(&mut object, &desired.object.kind, &parent.uid);
     if let Some(claims) = object
         .pointer_mut("/spec/volumeClaimTemplates")
         .and_then(Value::as_array_mut)
@@ -343,9 +545,99 @@ pub fn decorate(desired: &Desired, parent: &ParentRef, ownership: Ownership) -> 
         for claim in claims {
             let meta = ensure_object(claim, "metadata");
             child_map(meta, "labels").insert(PARENT_UID_LABEL.into(), json!(parent.uid));
+            child_map(meta, "annotations")
+                .insert(PARENT_ANNOTATION.into(), json!(parent.identity()));
         }
     }
+    strip_template_metadata(&mut object);
     object
+}
+
+/// Where a controller copies metadata from a template onto what it makes: pod templates,
+/// Job templates, claim templates, and the claim templates of ephemeral volumes in pod specs.
+fn template_metadata(object: &mut Value) -> Vec<&mut serde_json::Map<String, Value>> {
+    let mut out = Vec::new();
+    let Some(map) = object.as_object_mut() else {
+        return out;
+    };
+    // Walk the whole object once: a template's `metadata` is any `metadata` below the top.
+    fn walk<'a>(value: &'a mut Value, out: &mut Vec<&'a mut serde_json::Map<String, Value>>) {
+        match value {
+            Value::Object(map) => {
+                for (key, v) in map.iter_mut() {
+                    if key == "metadata" {
+                        if let Value::Object(meta) = v {
+                            out.push(meta);
+                        }
+                    } else {
+                        walk(v, out);
+                    }
+                }
+            }
+            Value::Array(list) => list.iter_mut().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    for (key, v) in map.iter_mut() {
+        if key != "metadata" {
+            walk(v, &mut out);
+        }
+    }
+    out
+}
+
+/// Drops `finalizers` and `ownerReferences` from every template: the Pods, Jobs and claims the
+/// cluster's controllers make from them would carry a finalizer nobody removes (holding them,
+/// and their namespace, forever) or an owner the host did not choose.
+fn strip_template_metadata(object: &mut Value) {
+    for meta in template_metadata(object) {
+        meta.remove("finalizers");
+        meta.remove("ownerReferences");
+    }
+}
+
+/// Narrows the selector of a workload, Service or disruption budget to the pods made from the
+/// parent's templates (which carry the parent's uid): a ReplicaSet, Deployment, StatefulSet,
+/// DaemonSet, a Job with a manual selector or a ReplicationController adopts every pod its
+/// selector matches, a Service sends its traffic to them, a budget holds back their eviction.
+/// Narrowed, each reaches only the parent's own pods, whatever labels the plugin chose.
+fn narrow_selector(object: &mut Value, kind: &str, uid: &str) {
+    let (group, name) = match kind.rsplitn(3, '/').collect::<Vec<_>>()[..] {
+        [name, _version] => ("", name),
+        [name, _version, group] => (group, name),
+        _ => return,
+    };
+    // (where the selector is, whether it is a LabelSelector rather than a plain map, whether an
+    // absent selector is made: a workload's is required, a Service without one selects nothing).
+    let (pointer, label_selector, make) = match (group, name) {
+        ("apps", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet")
+        | ("policy", "PodDisruptionBudget") => ("/spec", true, true),
+        // Without a manual selector the Job controller makes one from the Job's own uid.
+        ("batch", "Job") => ("/spec", true, false),
+        ("batch", "CronJob") => ("/spec/jobTemplate/spec", true, false),
+        // Absent, it is defaulted from the template's labels, which carry the uid.
+        ("", "ReplicationController") => ("/spec", false, false),
+        ("", "Service") => ("/spec", false, false),
+        _ => return,
+    };
+    let Some(spec) = object.pointer_mut(pointer).and_then(Value::as_object_mut) else {
+        return;
+    };
+    let present = spec.get("selector").is_some_and(|s| match s {
+        Value::Object(m) => !m.is_empty(),
+        _ => false,
+    });
+    let manual = spec.get("manualSelector") == Some(&Value::Bool(true));
+    if !(present || make || manual) {
+        return;
+    }
+    let selector = child_map(spec, "selector");
+    let labels = if label_selector {
+        child_map(selector, "matchLabels")
+    } else {
+        selector
+    };
+    labels.insert(PARENT_UID_LABEL.into(), json!(uid));
 }
 
 fn label_template(object: &mut Value, pointer: &str, uid: &str) {
@@ -404,7 +696,8 @@ pub fn prune_plan<'a>(
     parent_uid: &str,
     child_kinds: &HashSet<String>,
 ) -> Vec<&'a Value> {
-    let wanted: HashSet<ObjectKey> = desired.iter().map(|d| d.object.key()).collect();
+    // Compared as stored: one Event is observed under both its groups.
+    let wanted: HashSet<ObjectKey> = desired.iter().map(|d| d.object.key().stored()).collect();
     observed
         .iter()
         .filter(|o| controlled_by(o, parent_uid))
@@ -413,7 +706,7 @@ pub fn prune_plan<'a>(
             child_kinds.contains(&kind) && !PROTECTED_KINDS.contains(&kind.as_str())
         })
         .filter(|o| o.pointer("/metadata/deletionTimestamp").is_none())
-        .filter(|o| !wanted.contains(&ObjectKey::of(o)))
+        .filter(|o| !wanted.contains(&ObjectKey::of(o).stored()))
         .collect()
 }
 
@@ -521,6 +814,8 @@ mod tests {
             kind: "SampleDB".into(),
             name: "orders".into(),
             uid: "u-1".into(),
+            namespace: Some("shop".into()),
+            adopts_retained: false,
         }
     }
 
@@ -771,6 +1066,8 @@ mod tests {
         let mut pod = with_uid(child("Pod", "v1", "orders-0", Some("sts-uid")), "pod-uid");
         pod["metadata"]["ownerReferences"][0]["kind"] = json!("StatefulSet");
         pod["metadata"]["ownerReferences"][0]["name"] = json!("orders");
+        // Made from the parent's template: it carries the parent's uid.
+        pod["metadata"]["labels"] = json!({PARENT_UID_LABEL: "u-1"});
         let foreign = with_uid(child("Pod", "v1", "other-0", Some("someone")), "x");
         let observed = vec![sts, pod.clone(), foreign];
         let family = family(&observed, "u-1");
@@ -969,5 +1266,273 @@ mod tests {
             Ownership::Unowned,
         );
         assert!(out["metadata"].get("ownerReferences").is_none());
+    }
+
+    #[test]
+    fn an_object_a_child_adopted_is_not_the_parents_even_to_label() {
+        let rs = with_uid(child("ReplicaSet", "apps/v1", "web", Some("u-1")), "rs-uid");
+        // Another application's bare Pod, adopted by the ReplicaSet: no parent-uid label.
+        let mut adopted = with_uid(child("Pod", "v1", "billing-0", Some("rs-uid")), "victim");
+        adopted["metadata"]["labels"] = json!({"app": "billing"});
+        let family = family(std::slice::from_ref(&rs), "u-1");
+        let label = desired(
+            "v1/Pod",
+            "billing-0",
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "billing-0", "labels": {"x": "y"}}}),
+        );
+        let Claim::NotOwned(why) = claim(&label, Some(&adopted), "u-1", &family, false) else {
+            panic!("an adopted Pod was labelled")
+        };
+        assert!(
+            why.contains("was not made from the parent's templates"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn every_selector_reaches_only_the_parents_pods() {
+        let uid = |v: &Value, pointer: &str| {
+            v.pointer(pointer)
+                .and_then(|l| l.get(PARENT_UID_LABEL))
+                .cloned()
+        };
+        let apps = json!({"metadata": {"name": "w"}, "spec": {"selector": {"matchLabels": {"app": "billing"}},
+            "template": {"metadata": {"labels": {"app": "billing"}}}}});
+        for kind in [
+            "apps/v1/Deployment",
+            "apps/v1/StatefulSet",
+            "apps/v1/DaemonSet",
+            "apps/v1/ReplicaSet",
+        ] {
+            let out = decorate(
+                &desired(kind, "w", apps.clone()),
+                &parent(),
+                Ownership::Controller,
+            );
+            assert_eq!(
+                uid(&out, "/spec/selector/matchLabels"),
+                Some(json!("u-1")),
+                "{kind}"
+            );
+            assert_eq!(
+                out["spec"]["selector"]["matchLabels"]["app"], "billing",
+                "{kind}"
+            );
+        }
+        let manual = json!({"metadata": {"name": "j"}, "spec": {"manualSelector": true,
+            "selector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]}, "template": {}}});
+        let out = decorate(
+            &desired("batch/v1/Job", "j", manual),
+            &parent(),
+            Ownership::Controller,
+        );
+        assert_eq!(uid(&out, "/spec/selector/matchLabels"), Some(json!("u-1")));
+        let auto = json!({"metadata": {"name": "j"}, "spec": {"template": {}}});
+        let out = decorate(
+            &desired("batch/v1/Job", "j", auto),
+            &parent(),
+            Ownership::Controller,
+        );
+        assert!(
+            out["spec"].get("selector").is_none(),
+            "the Job controller makes its own"
+        );
+        let cron = json!({"metadata": {"name": "c"}, "spec": {"jobTemplate": {"spec": {"manualSelector": true,
+            "selector": {"matchLabels": {"app": "billing"}}}}}});
+        let out = decorate(
+            &desired("batch/v1/CronJob", "c", cron),
+            &parent(),
+            Ownership::Controller,
+        );
+        assert_eq!(
+            uid(&out, "/spec/jobTemplate/spec/selector/matchLabels"),
+            Some(json!("u-1"))
+        );
+        let plain = json!({"metadata": {"name": "s"}, "spec": {"selector": {"app": "billing"}}});
+        for kind in ["v1/Service", "v1/ReplicationController"] {
+            let out = decorate(
+                &desired(kind, "s", plain.clone()),
+                &parent(),
+                Ownership::Controller,
+            );
+            assert_eq!(uid(&out, "/spec/selector"), Some(json!("u-1")), "{kind}");
+        }
+        let headless = json!({"metadata": {"name": "s"}, "spec": {"clusterIP": "None"}});
+        let out = decorate(
+            &desired("v1/Service", "s", headless),
+            &parent(),
+            Ownership::Controller,
+        );
+        assert!(
+            out["spec"].get("selector").is_none(),
+            "a Service without a selector selects nothing"
+        );
+    }
+
+    #[test]
+    fn finalizers_and_owners_are_dropped_from_every_template() {
+        let hold = json!({"finalizers": ["example.com/hold"], "ownerReferences": [{"uid": "x"}], "labels": {"a": "b"}});
+        let pod_spec = json!({"volumes": [{"name": "e", "ephemeral": {"volumeClaimTemplate": {"metadata": hold, "spec": {}}}}]});
+        let sts = json!({"metadata": {"name": "s"}, "spec": {
+            "template": {"metadata": hold, "spec": pod_spec},
+            "volumeClaimTemplates": [{"metadata": hold}]}});
+        let cron = json!({"metadata": {"name": "c"}, "spec": {"jobTemplate": {"metadata": hold,
+            "spec": {"template": {"metadata": hold, "spec": pod_spec}}}}});
+        for (kind, object) in [("apps/v1/StatefulSet", sts), ("batch/v1/CronJob", cron)] {
+            let out = decorate(
+                &desired(kind, "x", object),
+                &parent(),
+                Ownership::Controller,
+            );
+            let text = out["spec"].to_string();
+            assert!(
+                !text.contains("finalizers") && !text.contains("ownerReferences"),
+                "{kind}: {text}"
+            );
+            assert!(
+                text.contains(r#""a":"b""#),
+                "{kind}: labels are kept: {text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_statefulset_makes_a_pod_and_a_claim_per_template_for_every_ordinal() {
+        let sts = json!({"metadata": {"name": "db"}, "spec": {"replicas": 2, "ordinals": {"start": 3},
+            "volumeClaimTemplates": [{"metadata": {"name": "pgdata-orders"}}, {"metadata": {"name": "wal"}}]}});
+        let names: Vec<(&str, String, String)> =
+            derived(&desired("apps/v1/StatefulSet", "db", sts))
+                .into_iter()
+                .map(|d| (d.kind, d.name, d.field))
+                .collect();
+        let claim = |name: &str, i: usize| {
+            (
+                "v1/PersistentVolumeClaim",
+                name.to_string(),
+                format!("spec.volumeClaimTemplates[{i}]"),
+            )
+        };
+        let pod = |name: &str| ("v1/Pod", name.to_string(), "spec.replicas".to_string());
+        assert_eq!(
+            names,
+            [
+                pod("db-3"),
+                claim("pgdata-orders-db-3", 0),
+                claim("wal-db-3", 1),
+                pod("db-4"),
+                claim("pgdata-orders-db-4", 0),
+                claim("wal-db-4", 1)
+            ]
+        );
+        let cm = json!({"metadata": {"name": "db"}});
+        assert!(derived(&desired("v1/ConfigMap", "db", cm)).is_empty());
+    }
+
+    #[test]
+    fn a_claim_of_a_derived_name_is_the_parents_only_if_made_for_it_or_retained_by_its_namesake() {
+        let claim = |labels: Value, annotations: Value| {
+            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "data-orders-0", "labels": labels, "annotations": annotations}})
+        };
+        let p = parent();
+        assert_eq!(p.identity(), "SampleDB.samples.windlass.dev shop/orders");
+        let ours = claim(json!({PARENT_UID_LABEL: "u-1"}), json!({}));
+        assert_eq!(heir(&ours, &p), Heir::Ours);
+        let foreign = claim(json!({"app": "billing"}), json!({}));
+        assert!(
+            matches!(heir(&foreign, &p), Heir::Foreign(why) if why.starts_with("exists and is not this parent's"))
+        );
+        let retained = claim(
+            json!({PARENT_UID_LABEL: "u-0"}),
+            json!({PARENT_ANNOTATION: p.identity()}),
+        );
+        let Heir::Foreign(why) = heir(&retained, &p) else {
+            panic!("taken over unasked")
+        };
+        assert!(why.contains(ADOPT_RETAINED_ANNOTATION), "{why}");
+        let asking = ParentRef {
+            adopts_retained: true,
+            ..parent()
+        };
+        assert_eq!(heir(&retained, &asking), Heir::Adopt);
+        // Left by a parent of another name, or another kind: never.
+        let other = claim(
+            json!({PARENT_UID_LABEL: "u-0"}),
+            json!({PARENT_ANNOTATION: "SampleDB.samples.windlass.dev shop/billing"}),
+        );
+        assert!(matches!(heir(&other, &asking), Heir::Foreign(_)));
+        let mut controlled = retained.clone();
+        controlled["metadata"]["ownerReferences"] = json!([{"uid": "sts", "controller": true}]);
+        assert!(
+            matches!(heir(&controlled, &asking), Heir::Foreign(_)),
+            "a claim someone controls is not retained"
+        );
+        let sts = json!({"metadata": {"name": "orders"}, "spec": {"volumeClaimTemplates": [{"metadata": {"name": "data"}}]}});
+        let out = decorate(
+            &desired("apps/v1/StatefulSet", "orders", sts),
+            &p,
+            Ownership::Controller,
+        );
+        assert_eq!(
+            out["spec"]["volumeClaimTemplates"][0]["metadata"]["annotations"][PARENT_ANNOTATION],
+            p.identity()
+        );
+    }
+
+    #[test]
+    fn an_event_observed_under_its_other_group_is_the_one_desired_and_not_pruned() {
+        let kinds: HashSet<String> = ["v1/Event", "events.k8s.io/v1/Event"]
+            .map(String::from)
+            .into();
+        let desired = [desired(
+            "events.k8s.io/v1/Event",
+            "e",
+            json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e"}}),
+        )];
+        let both = [
+            child("Event", "v1", "e", Some("u-1")),
+            child("Event", "events.k8s.io/v1", "e", Some("u-1")),
+            child("Event", "v1", "stale", Some("u-1")),
+        ];
+        let names: Vec<&str> = prune_plan(&both, &desired, "u-1", &kinds)
+            .iter()
+            .map(|o| o["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["stale"]);
+    }
+
+    #[test]
+    fn pods_join_a_foreign_service_by_its_selector_or_by_naming_it_for_dns() {
+        let service = |name: &str, selector: Value| {
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": "shop"},
+                "spec": {"selector": selector}})
+        };
+        let deploy = json!({"spec": {"template": {"metadata": {"labels": {"app": "billing", PARENT_UID_LABEL: "u-1"}},
+            "spec": {}}}});
+        let id = pod_identity("apps/v1/Deployment", &deploy).unwrap();
+        assert_eq!(
+            joins(&id, &service("billing", json!({"app": "billing"}))).unwrap(),
+            "spec.template.metadata.labels: match the selector of Service shop/billing, which is not this parent's: its traffic would reach these pods"
+        );
+        assert_eq!(joins(&id, &service("other", json!({"app": "other"}))), None);
+        assert_eq!(
+            joins(&id, &service("manual", json!({}))),
+            None,
+            "no selector selects nothing"
+        );
+        let pod = json!({"metadata": {"labels": {"x": "y"}}, "spec": {"hostname": "billing-0", "subdomain": "billing-headless"}});
+        let id = pod_identity("v1/Pod", &pod).unwrap();
+        assert_eq!(
+            joins(&id, &service("billing-headless", json!({"app": "billing"}))).unwrap(),
+            "spec.subdomain: names Service shop/billing-headless, which is not this parent's: these pods would take DNS names under it"
+        );
+        let sts = json!({"spec": {"serviceName": "billing-headless", "template": {"metadata": {"labels": {"a": "b"}}}}});
+        let id = pod_identity("apps/v1/StatefulSet", &sts).unwrap();
+        assert!(
+            joins(&id, &service("billing-headless", json!({"app": "billing"})))
+                .unwrap()
+                .starts_with("spec.serviceName: names Service")
+        );
+        assert!(pod_identity("v1/ConfigMap", &json!({})).is_none());
     }
 }

@@ -157,6 +157,9 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
         kind: ctx.resource.kind.clone(),
         name: obj.name_any(),
         uid: uid.clone(),
+        namespace: obj.namespace(),
+        adopts_retained: obj.annotations().get(apply::ADOPT_RETAINED_ANNOTATION)
+            == Some(&"true".to_string()),
     };
     tracing::debug!(desired = outcome.desired.len(), "pipeline ran");
     if let Err(e) = apply_all(ctx, &outcome, &parent_ref, &observed, finalizing).await {
@@ -220,6 +223,8 @@ fn observe(obj: &DynamicObject, ctx: &KindCtx) -> Vec<Value> {
     let uid = obj.uid().unwrap_or_default();
     let namespace = obj.namespace();
     let mut out = Vec::new();
+    // One object observed under two kinds (an Event under both its groups) is seen once.
+    let mut seen = HashSet::new();
     for cache in &ctx.caches {
         for (ns, name) in cache.index.children(&uid) {
             if namespace.as_ref().is_some_and(|parent_ns| *parent_ns != ns) {
@@ -235,6 +240,11 @@ fn observe(obj: &DynamicObject, ctx: &KindCtx) -> Vec<Value> {
                 continue;
             };
             if child.labels().get(PARENT_UID_LABEL) != Some(&uid) {
+                continue;
+            }
+            if let Some(child_uid) = child.uid()
+                && !seen.insert(child_uid)
+            {
                 continue;
             }
             out.extend(observed_json(&child, &cache.resource));
@@ -366,6 +376,9 @@ async fn apply_all(
         changed = writes.len(),
         "skipping applies that would change nothing"
     );
+    let desired_writes: Vec<&Desired> = writes.iter().map(|(d, _, _)| *d).collect();
+    check_derived(ctx, &desired_writes, parent, observed).await?;
+    check_traffic(ctx, &writes, parent).await?;
     let writes = writes.into_iter().map(|(desired, object, force)| {
         let mut params = PatchParams::apply(&manager);
         params.force = force;
@@ -387,6 +400,127 @@ async fn apply_all(
         }
     });
     futures::future::try_join_all(writes).await.map(|_| ())
+}
+
+/// Before a StatefulSet is written: every Pod and claim it would make by a derived name
+/// ([`apply::derived`]) that exists, and was not observed as the parent's, is judged
+/// ([`apply::heir`]). Someone else's refuses the whole apply before any write — the StatefulSet
+/// controller would otherwise mount another application's volume and put its own owner
+/// reference on it, so that the volume goes when this parent does. A claim the parent's
+/// namesake retained, taken over on purpose, is labelled as the parent's.
+///
+/// Only what is written is checked: an apply skipped as unchanged makes no new names, and a
+/// StatefulSet's names are checked again whenever its replicas or templates change.
+async fn check_derived(
+    ctx: &KindCtx,
+    writes: &[&Desired],
+    parent: &ParentRef,
+    observed: &[Value],
+) -> Result<(), Error> {
+    let seen = |kind: &str, name: &str| {
+        observed.iter().any(|o| {
+            windlass_policy::kind_of(o) == kind
+                && o.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
+        })
+    };
+    let wanted: Vec<(&Desired, apply::Derived)> = writes
+        .iter()
+        .flat_map(|d| apply::derived(d).into_iter().map(move |x| (*d, x)))
+        .filter(|(_, x)| !seen(x.kind, &x.name))
+        .collect();
+    let reads = wanted.iter().map(|(desired, x)| async move {
+        let namespace = desired.object.namespace.as_deref();
+        let api = api_for(ctx, x.kind, namespace).await?;
+        let existing = api
+            .get_opt(&x.name)
+            .await
+            .map_err(|source| Error::Apply {
+                object: format!("{} {}/{}", x.kind, namespace.unwrap_or_default(), x.name),
+                source,
+            })?
+            .and_then(|o| serde_json::to_value(o).ok());
+        Ok::<_, Error>(existing.map(|e| apply::heir(&e, parent)))
+    });
+    let judged = futures::future::try_join_all(reads).await?;
+    let mut adopt = Vec::new();
+    for ((desired, x), heir) in wanted.iter().zip(judged) {
+        match heir {
+            None | Some(apply::Heir::Ours) => {}
+            Some(apply::Heir::Adopt) => adopt.push((*desired, x)),
+            Some(apply::Heir::Foreign(why)) => {
+                return Err(Error::NotOwned {
+                    plugin: desired.plugin.clone(),
+                    object: windlass_policy::describe(&desired.object),
+                    why: format!(
+                        "{}: would make {} {}/{}, which {why}",
+                        x.field,
+                        x.kind,
+                        desired.object.namespace.as_deref().unwrap_or_default(),
+                        x.name
+                    ),
+                });
+            }
+        }
+    }
+    for (desired, x) in adopt {
+        let api = api_for(ctx, x.kind, desired.object.namespace.as_deref()).await?;
+        let patch =
+            serde_json::json!({"metadata": {"labels": {apply::PARENT_UID_LABEL: parent.uid}}});
+        api.patch(&x.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|source| Error::Apply {
+                object: format!("{} {}", x.kind, x.name),
+                source,
+            })?;
+        tracing::info!(claim = %x.name, "took over a claim the parent's namesake retained");
+    }
+    Ok(())
+}
+
+/// Before pods are written (a Pod, or a workload's template): a Service of the namespace that
+/// is not the parent's and whose selector matches their labels, or that they name for their DNS
+/// names (`subdomain`, a StatefulSet's `serviceName`), refuses the whole apply naming it —
+/// the pods would receive another application's traffic, or answer to its DNS names. One list
+/// of the namespace's Services, only when something with pods is written.
+async fn check_traffic(
+    ctx: &KindCtx,
+    writes: &[(&Desired, Value, bool)],
+    parent: &ParentRef,
+) -> Result<(), Error> {
+    let with_pods: Vec<(&Desired, apply::PodIdentity<'_>)> = writes
+        .iter()
+        .filter_map(|(d, object, _)| Some((*d, apply::pod_identity(&d.object.kind, object)?)))
+        .collect();
+    let Some(namespace) = parent.namespace.as_deref() else {
+        return Ok(());
+    };
+    if with_pods.is_empty() {
+        return Ok(());
+    }
+    let api = api_for(ctx, "v1/Service", Some(namespace)).await?;
+    let services = api
+        .list(&Default::default())
+        .await
+        .map_err(|source| Error::Apply {
+            object: format!("v1/Service {namespace}"),
+            source,
+        })?;
+    let foreign: Vec<Value> = services
+        .items
+        .iter()
+        .filter(|s| s.labels().get(PARENT_UID_LABEL) != Some(&parent.uid))
+        .filter_map(|s| serde_json::to_value(s).ok())
+        .collect();
+    for (desired, identity) in &with_pods {
+        if let Some(why) = foreign.iter().find_map(|s| apply::joins(identity, s)) {
+            return Err(Error::NotOwned {
+                plugin: desired.plugin.clone(),
+                object: windlass_policy::describe(&desired.object),
+                why,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The API of a kind in a namespace, with the scope discovery reports. A namespace given for a
