@@ -57,7 +57,24 @@ pub async fn elect(
     election: &Election,
 ) -> Result<(watch::Receiver<bool>, JoinHandle<()>), kube::Error> {
     let leases: Api<Lease> = Api::namespaced(client, &election.namespace);
-    leases.get_opt(&election.name).await?;
+    // A first read, so that a host that may not read its Lease at all says so at once; any other
+    // error (a conflict, a 5xx, a timeout while the API server restarts) is tried again for a
+    // while, as every later Lease request is, rather than ending the process at start.
+    let mut attempt = 0;
+    loop {
+        match leases.get_opt(&election.name).await {
+            Ok(_) => break,
+            Err(kube::Error::Api(e)) if matches!(e.code, 401 | 403) => {
+                return Err(kube::Error::Api(e));
+            }
+            Err(e) if attempt >= 30 => return Err(e),
+            Err(e) => {
+                attempt += 1;
+                tracing::warn!(error = %e, attempt, "reading the Lease failed; trying again");
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+        }
+    }
     let (leading, rx) = watch::channel(false);
     let campaign = Campaign {
         leases,
