@@ -12,6 +12,8 @@
 //! minute, `deadline / 60 + 1` Jobs.
 //!
 //! A DaemonSet runs one Pod per node: bounded by the cluster, not by the plugin, and not counted.
+//! An autoscaler's `maxReplicas` counts beside its target's `replicas` (an over-count: the
+//! bound errs on the side of the cluster). Pods that are shutting down are not counted.
 
 use serde_json::Value;
 
@@ -55,7 +57,8 @@ pub fn pods_at_once(kind: &str, object: &Value, max: u32) -> Result<u64, Over> {
         ("apps", "Deployment" | "StatefulSet" | "ReplicaSet") | ("", "ReplicationController") => {
             count("/spec/replicas", 1)
         }
-        ("", "Pod") => Ok(1),
+        // A Pod without a spec is a labels-only edit of one that runs already.
+        ("", "Pod") => Ok(u64::from(object.get("spec").is_some())),
         ("batch", "Job") => job(&count, "/spec"),
         ("batch", "CronJob") => {
             let per_job = job(&count, "/spec/jobTemplate/spec")?;
@@ -88,7 +91,8 @@ pub fn pods_at_once(kind: &str, object: &Value, max: u32) -> Result<u64, Over> {
             }
             Ok(pods)
         }
-        ("autoscaling", "HorizontalPodAutoscaler") => count("/spec/maxReplicas", 0).map(|_| 0),
+        // What it may scale its target to counts as well as the target's own replicas.
+        ("autoscaling", "HorizontalPodAutoscaler") => count("/spec/maxReplicas", 0),
         _ => Ok(0),
     }
 }
@@ -157,6 +161,16 @@ mod tests {
             "spec.maxReplicas"
         );
         assert_eq!(pods_at_once("v1/ConfigMap", &json!({}), 100), Ok(0));
+        assert_eq!(
+            pods_at_once("v1/Pod", &json!({"metadata": {"labels": {}}}), 100),
+            Ok(0)
+        );
+        assert_eq!(pods_at_once("v1/Pod", &json!({"spec": {}}), 100), Ok(1));
+        let hpa = json!({"spec": {"maxReplicas": 40}});
+        assert_eq!(
+            pods_at_once("autoscaling/v2/HorizontalPodAutoscaler", &hpa, 100),
+            Ok(40)
+        );
     }
 
     #[test]

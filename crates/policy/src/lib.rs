@@ -653,7 +653,9 @@ impl Policy {
                 ),
             ));
         }
-        if parent_kind && !inherited && who.nesting >= self.max_nesting {
+        // Inherited or not: the next plugin receives an earlier plugin's output as that plugin
+        // wrote it, so the depth is checked and stamped on every pass.
+        if parent_kind && who.nesting >= self.max_nesting {
             return Err(whole(
                 what,
                 Rule::ParentKind,
@@ -733,9 +735,7 @@ impl Policy {
         ) {
             meta.insert("namespace".into(), Value::String(ns.clone()));
         }
-        if parent_kind
-            && !inherited
-            && let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut)
+        if parent_kind && let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut)
         {
             // The plugin's own value, if any, is replaced: the depth is the host's to count.
             let annotations = meta
@@ -1556,6 +1556,35 @@ mod containment_tests {
         );
         assert_eq!(nesting_of(&out[0].object), 1);
         assert!(check_with(&policy, &granted, &[kind], 1, &[child.clone()]).is_ok());
+        // Passed on unchanged by a later plugin, as the earlier one wrote it: stamped again.
+        let declared: Vec<String> = vec![];
+        let inherited = [child.clone()];
+        let later = Subject {
+            plugin: "later",
+            declared: &declared,
+            grants: &Grants::Declared,
+            pods: &PodGrants::default(),
+            namespace: Some("db"),
+            inherited: &inherited,
+            family: &Family::default(),
+            nesting: 0,
+        };
+        let out = policy.check_desired(later, &[child.to_string()]).unwrap();
+        assert_eq!(
+            out[0].object["metadata"]["annotations"][NESTING_ANNOTATION],
+            "1"
+        );
+        let deep = Subject {
+            nesting: 2,
+            ..later
+        };
+        assert_eq!(
+            policy
+                .check_desired(deep, &[child.to_string()])
+                .unwrap_err()
+                .rule,
+            Rule::ParentKind
+        );
         let err = check_with(&policy, &granted, &[kind], 2, &[child]).unwrap_err();
         assert_eq!(err.rule, Rule::ParentKind);
         assert!(err.why.contains("already 2 deep"), "{err}");

@@ -413,7 +413,7 @@ async fn parent_kinds_amplification_forged_events_foreign_devices_and_git_volume
             "par",
             "parallelism",
             "Amplification",
-            "desired[0] batch/v1/Job shop/par: spec.completions: 1000000 is more than the 100 Pods",
+            "desired[0] batch/v1/Job shop/par: spec.parallelism: 1000000 is more than the 100 Pods",
         ),
         (
             "cron",
@@ -575,11 +575,27 @@ async fn pods_that_would_join_another_applications_service_or_dns_name_are_refus
             "{victim}"
         );
     }
-    // Its own Service is no obstacle: a Service of the parent selects the parent's pods.
-    env.create_thing(
-        "ok",
-        json!({"hostile": {"attack": "serviceSelector", "name": "ok", "target": "ok"}}),
-    )
-    .await;
-    reconciled(&env, "ok", "True").await;
+    // A Service that selects a parent's pods by the parent's uid chose them: the parent's
+    // pods are written, and nobody else's traffic is at stake.
+    let uid = thing_uid(&env, "join").await;
+    for name in ["billing", "billing-headless"] {
+        services
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"spec": {"selector": {"app": "billing", PARENT_UID_LABEL: uid}}}),
+                ),
+            )
+            .await
+            .unwrap();
+    }
+    reconciled(&env, "join", "True").await;
+    assert!(
+        api::<Deployment>(&env)
+            .get_opt("join")
+            .await
+            .unwrap()
+            .is_some()
+    );
 }

@@ -549,8 +549,55 @@ pub fn decorate(desired: &Desired, parent: &ParentRef, ownership: Ownership) -> 
                 .insert(PARENT_ANNOTATION.into(), json!(parent.identity()));
         }
     }
-    strip_template_metadata(&mut object);
+    strip_template_metadata(&mut object, &desired.object.kind);
     object
+}
+
+/// Keeps what the API server would refuse to change on an object that exists: a selector of a
+/// Deployment, StatefulSet, DaemonSet, ReplicaSet or Job and a StatefulSet's claim templates
+/// are immutable, so on a child created before the host narrowed selectors and annotated claim
+/// templates ([`decorate`]) they stay as they are — otherwise every apply of it would fail.
+/// Such a child keeps the selector it had (docs/SECURITY.md, Known gaps).
+pub fn keep_immutable(object: &mut Value, existing: &Value) {
+    let kind = kind_of(object);
+    let immutable_selector = matches!(
+        kind.as_str(),
+        "apps/v1/Deployment" | "apps/v1/StatefulSet" | "apps/v1/DaemonSet" | "apps/v1/ReplicaSet"
+    ) || kind == "batch/v1/Job";
+    if immutable_selector
+        && let Some(old) = existing.pointer("/spec/selector")
+        && old
+            .pointer("/matchLabels")
+            .and_then(|l| l.get(PARENT_UID_LABEL))
+            .is_none()
+        && let Some(selector) = object.pointer_mut("/spec/selector")
+    {
+        *selector = old.clone();
+    }
+    if kind == "apps/v1/StatefulSet"
+        && let (Some(old), Some(new)) = (
+            existing
+                .pointer("/spec/volumeClaimTemplates")
+                .and_then(Value::as_array),
+            object
+                .pointer_mut("/spec/volumeClaimTemplates")
+                .and_then(Value::as_array_mut),
+        )
+    {
+        for (old, new) in old.iter().zip(new.iter_mut()) {
+            let annotated = old
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(PARENT_ANNOTATION))
+                .is_some();
+            if !annotated
+                && let Some(a) = new
+                    .pointer_mut("/metadata/annotations")
+                    .and_then(Value::as_object_mut)
+            {
+                a.remove(PARENT_ANNOTATION);
+            }
+        }
+    }
 }
 
 /// Where a controller copies metadata from a template onto what it makes: pod templates,
@@ -589,7 +636,26 @@ fn template_metadata(object: &mut Value) -> Vec<&mut serde_json::Map<String, Val
 /// Drops `finalizers` and `ownerReferences` from every template: the Pods, Jobs and claims the
 /// cluster's controllers make from them would carry a finalizer nobody removes (holding them,
 /// and their namespace, forever) or an owner the host did not choose.
-fn strip_template_metadata(object: &mut Value) {
+fn strip_template_metadata(object: &mut Value, kind: &str) {
+    // Only the kinds whose templates the cluster's own controllers make objects from: another
+    // kind's `metadata` below its top (a custom resource's own template) is its business.
+    let (group, name) = match kind.rsplitn(3, '/').collect::<Vec<_>>()[..] {
+        [name, _version] => ("", name),
+        [name, _version, group] => (group, name),
+        _ => return,
+    };
+    let workload = matches!(
+        (group, name),
+        ("", "Pod" | "PodTemplate" | "ReplicationController")
+            | (
+                "apps",
+                "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet"
+            )
+            | ("batch", "Job" | "CronJob")
+    );
+    if !workload {
+        return;
+    }
     for meta in template_metadata(object) {
         meta.remove("finalizers");
         meta.remove("ownerReferences");
@@ -1534,5 +1600,52 @@ mod tests {
                 .starts_with("spec.serviceName: names Service")
         );
         assert!(pod_identity("v1/ConfigMap", &json!({})).is_none());
+    }
+
+    #[test]
+    fn an_existing_childs_immutable_selector_and_claim_templates_are_kept() {
+        let sts = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "orders"},
+            "spec": {"selector": {"matchLabels": {"app": "db"}}, "template": {"metadata": {"labels": {"app": "db"}}},
+                "volumeClaimTemplates": [{"metadata": {"name": "data"}}]}});
+        let mut out = decorate(
+            &desired("apps/v1/StatefulSet", "orders", sts.clone()),
+            &parent(),
+            Ownership::Controller,
+        );
+        // Made by a host before this one: no narrowed selector, no annotated claim template.
+        keep_immutable(&mut out, &sts);
+        assert_eq!(
+            out["spec"]["selector"],
+            json!({"matchLabels": {"app": "db"}})
+        );
+        assert!(
+            out["spec"]["volumeClaimTemplates"][0]["metadata"]["annotations"]
+                .get(PARENT_ANNOTATION)
+                .is_none()
+        );
+        // Made by this host: unchanged.
+        let fresh = decorate(
+            &desired("apps/v1/StatefulSet", "orders", sts.clone()),
+            &parent(),
+            Ownership::Controller,
+        );
+        let mut again = fresh.clone();
+        keep_immutable(&mut again, &fresh);
+        assert_eq!(again, fresh);
+    }
+
+    #[test]
+    fn a_custom_resources_own_templates_are_left_alone() {
+        let app = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet", "metadata": {"name": "a"},
+            "spec": {"template": {"metadata": {"finalizers": ["resources-finalizer.argocd.argoproj.io"]}}}});
+        let out = decorate(
+            &desired("argoproj.io/v1alpha1/ApplicationSet", "a", app),
+            &parent(),
+            Ownership::Controller,
+        );
+        assert_eq!(
+            out["spec"]["template"]["metadata"]["finalizers"][0],
+            "resources-finalizer.argocd.argoproj.io"
+        );
     }
 }

@@ -354,11 +354,14 @@ async fn apply_all(
             Claim::Owned(Ownership::LabelsOnly) => (Ownership::LabelsOnly, false),
             Claim::Owned(ownership) => (ownership, true),
         };
-        let mut object = apply::decorate(desired, parent, ownership);
-        apply::stamp(&mut object);
         // What exists: as observed, or as read when the cache has not seen it yet (a reconcile
         // right after the create) — which is up to date as much as an observed one.
         let existing = read.as_ref().or_else(|| find(desired));
+        let mut object = apply::decorate(desired, parent, ownership);
+        if let Some(existing) = existing {
+            apply::keep_immutable(&mut object, existing);
+        }
+        apply::stamp(&mut object);
         let skip = existing.is_some_and(|e| apply::up_to_date(&object, std::slice::from_ref(e)));
         // After the stamp: the precondition is about this write, not part of what the host
         // applies (with it in the stamp, every child created without one would be written
@@ -509,6 +512,14 @@ async fn check_traffic(
         .items
         .iter()
         .filter(|s| s.labels().get(PARENT_UID_LABEL) != Some(&parent.uid))
+        // A Service that selects the parent's pods by its uid chose them: no hijack.
+        .filter(|s| {
+            s.data
+                .pointer("/spec/selector")
+                .and_then(|sel| sel.get(PARENT_UID_LABEL))
+                .and_then(Value::as_str)
+                != Some(parent.uid.as_str())
+        })
         .filter_map(|s| serde_json::to_value(s).ok())
         .collect();
     for (desired, identity) in &with_pods {

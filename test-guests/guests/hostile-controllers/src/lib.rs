@@ -203,7 +203,7 @@ fn attack(c: &Config) -> Result<Vec<Value>, PluginError> {
         "parallelism" => vec![object(
             "batch/v1",
             "Job",
-            json!({"parallelism": 1_000_000, "completions": 1_000_000, "template": pod_template(json!({}))}),
+            json!({"parallelism": 1_000_000, "template": pod_template(json!({}))}),
         )],
         "cronAllow" => vec![object(
             "batch/v1",
