@@ -400,6 +400,28 @@ pub fn pod_identity<'a>(kind: &str, object: &'a Value) -> Option<PodIdentity<'a>
     })
 }
 
+/// A Pod as it will be after a labels-only apply of `object` onto `existing`: the existing
+/// Pod's labels with the edit's laid over them. None for anything but a Pod.
+pub fn pod_with_labels_of(object: &Value, existing: &Value) -> Option<Value> {
+    if kind_of(object) != "v1/Pod" {
+        return None;
+    }
+    let mut labels = existing
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    if let Some(new) = object
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+    {
+        labels.extend(new.clone());
+    }
+    let mut merged = object.clone();
+    merged["metadata"]["labels"] = Value::Object(labels);
+    Some(merged)
+}
+
 /// Why pods of `identity` would take part in `service`, a Service that is not the parent's:
 /// its selector matches their labels (it would send them its traffic, and the EndpointSlice
 /// controller would give them its DNS name), or they take DNS names under it. None when they
@@ -1600,6 +1622,20 @@ mod tests {
                 .starts_with("spec.serviceName: names Service")
         );
         assert!(pod_identity("v1/ConfigMap", &json!({})).is_none());
+        // A labels-only edit is judged with the labels the Pod has already.
+        let existing =
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": {"tier": "db"}}});
+        let edit =
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": {"app": "billing"}}});
+        let merged = pod_with_labels_of(&edit, &existing).unwrap();
+        let id = pod_identity("v1/Pod", &merged).unwrap();
+        assert!(
+            joins(
+                &id,
+                &service("billing", json!({"app": "billing", "tier": "db"}))
+            )
+            .is_some()
+        );
     }
 
     #[test]

@@ -341,6 +341,9 @@ async fn apply_all(
     });
     let claims = futures::future::try_join_all(reads).await?;
     let mut writes = Vec::new();
+    // A labels-only edit of a Pod ends up with the Pod's labels and the edit's together: the
+    // traffic check judges those.
+    let mut pod_labels = Vec::new();
     for (desired, (claim, read)) in outcome.desired.iter().zip(claims) {
         let (ownership, force) = match claim {
             Claim::NotOwned(why) => {
@@ -371,6 +374,9 @@ async fn apply_all(
         }
         ctx.shared.metrics.record_write(&desired.object.kind, !skip);
         if !skip {
+            if let Some(merged) = existing.and_then(|e| apply::pod_with_labels_of(&object, e)) {
+                pod_labels.push((desired, merged));
+            }
             writes.push((desired, object, force));
         }
     }
@@ -381,7 +387,13 @@ async fn apply_all(
     );
     let desired_writes: Vec<&Desired> = writes.iter().map(|(d, _, _)| *d).collect();
     check_derived(ctx, &desired_writes, parent, observed).await?;
-    check_traffic(ctx, &writes, parent).await?;
+    let views: Vec<(&Desired, &Value)> = writes
+        .iter()
+        .filter(|(d, _, _)| !pod_labels.iter().any(|(p, _)| std::ptr::eq(*p, *d)))
+        .map(|(d, object, _)| (*d, object))
+        .chain(pod_labels.iter().map(|(d, merged)| (*d, merged)))
+        .collect();
+    check_traffic(ctx, &views, parent).await?;
     let writes = writes.into_iter().map(|(desired, object, force)| {
         let mut params = PatchParams::apply(&manager);
         params.force = force;
@@ -487,12 +499,12 @@ async fn check_derived(
 /// of the namespace's Services, only when something with pods is written.
 async fn check_traffic(
     ctx: &KindCtx,
-    writes: &[(&Desired, Value, bool)],
+    writes: &[(&Desired, &Value)],
     parent: &ParentRef,
 ) -> Result<(), Error> {
     let with_pods: Vec<(&Desired, apply::PodIdentity<'_>)> = writes
         .iter()
-        .filter_map(|(d, object, _)| Some((*d, apply::pod_identity(&d.object.kind, object)?)))
+        .filter_map(|(d, object)| Some((*d, apply::pod_identity(&d.object.kind, object)?)))
         .collect();
     let Some(namespace) = parent.namespace.as_deref() else {
         return Ok(());
