@@ -17,6 +17,8 @@
 
 use serde_json::Value;
 
+use crate::group_kind;
+
 /// Pods one workload may ask for, and all of one plugin's objects together, unless the
 /// WasmPlugin's `limits.maxPods` says otherwise.
 pub const DEFAULT_MAX_PODS: u32 = 100;
@@ -102,13 +104,6 @@ pub fn pods_at_once(kind: &str, object: &Value, max: u32) -> Result<u64, Over> {
 fn job(count: &impl Fn(&str, u64) -> Result<u64, Over>, spec: &str) -> Result<u64, Over> {
     count(&format!("{spec}/completions"), 1)?;
     count(&format!("{spec}/parallelism"), 1)
-}
-
-fn group_kind(kind: &str) -> (&str, &str) {
-    let mut parts = kind.rsplitn(3, '/');
-    let name = parts.next().unwrap_or_default();
-    let _version = parts.next();
-    (parts.next().unwrap_or_default(), name)
 }
 
 #[cfg(test)]

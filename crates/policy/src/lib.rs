@@ -30,7 +30,7 @@ use std::collections::{BTreeSet, HashSet};
 
 use serde_json::Value;
 
-pub use object::{ObjectKey, kind_of, stored_as};
+pub use object::{ObjectKey, group_kind, kind_of, stored_as};
 pub use pod_security::{HostAccount, Level, PodGrants};
 pub use references::Family;
 
@@ -104,9 +104,9 @@ const PRIVILEGED: &[&str] = &[
 /// (refused as such by the policy) fails closed here too.
 pub fn is_privileged(kind: &str) -> bool {
     // Borrowed parts, no allocation: this runs for every desired object of every reconcile.
-    let (group, name) = spelling::group_kind(kind);
+    let (group, name) = group_kind(kind);
     PRIVILEGED.iter().any(|p| {
-        let (g, k) = spelling::group_kind(p);
+        let (g, k) = group_kind(p);
         g == group && k.eq_ignore_ascii_case(name)
     })
 }
@@ -403,10 +403,10 @@ impl Policy {
 
     /// Whether the host serves `kind` as a parent (in any version).
     pub fn is_parent_kind(&self, kind: &str) -> bool {
-        let (group, name) = spelling::group_kind(kind);
+        let (group, name) = group_kind(kind);
         self.parent_kinds
             .iter()
-            .any(|p| spelling::group_kind(p) == (group, name))
+            .any(|p| group_kind(p) == (group, name))
     }
 
     /// Parses and checks the desired set a plugin returned.

@@ -71,6 +71,15 @@ impl std::fmt::Display for ObjectKey {
     }
 }
 
+/// (group, Kind) of a kind key `group/version/Kind` (`version/Kind` for the core group: the
+/// group is empty). Borrowed parts, no allocation: rules compare kinds on every object.
+pub fn group_kind(kind: &str) -> (&str, &str) {
+    let mut parts = kind.rsplitn(3, '/');
+    let name = parts.next().unwrap_or_default();
+    let _version = parts.next();
+    (parts.next().unwrap_or_default(), name)
+}
+
 /// The kind an object of `kind` is stored as. The API server serves some resources under two
 /// groups — an `events.k8s.io/v1` Event is a core `v1` Event — so one object is observed once
 /// under each, and the host compares them as one: what a plugin produced under one group is

@@ -12,6 +12,8 @@
 
 use serde_json::Value;
 
+use crate::group_kind;
+
 /// Kinds the API server serves in every cluster (`group/Kind`, any version), besides those the
 /// rules already list as privileged or cluster-scoped.
 #[rustfmt::skip]
@@ -53,14 +55,6 @@ pub fn check<'a>(
         }
     }
     Ok(())
-}
-
-/// (group, Kind) of `group/version/Kind`, `version/Kind` for the core group.
-pub(crate) fn group_kind(kind: &str) -> (&str, &str) {
-    let mut parts = kind.rsplitn(3, '/');
-    let name = parts.next().unwrap_or_default();
-    let _version = parts.next();
-    (parts.next().unwrap_or_default(), name)
 }
 
 #[cfg(test)]

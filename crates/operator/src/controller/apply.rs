@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use serde_json::{Value, json};
 
-use windlass_policy::{ObjectKey, kind_of, pipeline::Desired};
+use windlass_policy::{ObjectKey, group_kind, kind_of, pipeline::Desired};
 
 /// Field manager prefix of every write the host makes; [`field_manager`] adds the parent.
 pub const FIELD_MANAGER: &str = "windlass";
@@ -661,11 +661,7 @@ fn template_metadata(object: &mut Value) -> Vec<&mut serde_json::Map<String, Val
 fn strip_template_metadata(object: &mut Value, kind: &str) {
     // Only the kinds whose templates the cluster's own controllers make objects from: another
     // kind's `metadata` below its top (a custom resource's own template) is its business.
-    let (group, name) = match kind.rsplitn(3, '/').collect::<Vec<_>>()[..] {
-        [name, _version] => ("", name),
-        [name, _version, group] => (group, name),
-        _ => return,
-    };
+    let (group, name) = group_kind(kind);
     let workload = matches!(
         (group, name),
         ("", "Pod" | "PodTemplate" | "ReplicationController")
@@ -690,11 +686,7 @@ fn strip_template_metadata(object: &mut Value, kind: &str) {
 /// selector matches, a Service sends its traffic to them, a budget holds back their eviction.
 /// Narrowed, each reaches only the parent's own pods, whatever labels the plugin chose.
 fn narrow_selector(object: &mut Value, kind: &str, uid: &str) {
-    let (group, name) = match kind.rsplitn(3, '/').collect::<Vec<_>>()[..] {
-        [name, _version] => ("", name),
-        [name, _version, group] => (group, name),
-        _ => return,
-    };
+    let (group, name) = group_kind(kind);
     // (where the selector is, whether it is a LabelSelector rather than a plain map, whether an
     // absent selector is made: a workload's is required, a Service without one selects nothing).
     let (pointer, label_selector, make) = match (group, name) {
