@@ -10,8 +10,8 @@
 //!   start), and an admin user (`windlass-admin`, group `system:masters`) by a static token.
 //! - **kube-controller-manager** with the controllers in [`CONTROLLERS`]: garbage collector,
 //!   namespace, service accounts and their tokens, the root CA publisher, Deployment,
-//!   ReplicaSet, StatefulSet, Job, CronJob, TTL-after-finished, claim protection and
-//!   disruption budgets. No scheduler and no kubelet: Pods stay `Pending`
+//!   ReplicaSet, StatefulSet, Job, CronJob, TTL-after-finished, claim protection, disruption
+//!   budgets and EndpointSlices. No scheduler and no kubelet: Pods stay `Pending`
 //!   unless something else (the devcluster's workload simulator) plays those parts.
 //!
 //! # Guarantees
@@ -61,6 +61,9 @@ pub const CONTROLLERS: &[&str] = &[
     // off a deleted claim once no Pod uses it: without it no claim is ever deleted.
     "persistentvolumeclaim-protection-controller",
     "disruption-controller",
+    // Endpoints of Services from the Pods they select (bound to a Node that exists: the
+    // workload simulator registers one and binds Pods to it).
+    "endpointslice-controller",
 ];
 
 /// The admin user's name (group `system:masters`).

@@ -24,6 +24,13 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn patch(&self, key: &str, ns: &str, name: &str, subresource: &str, body: &Value);
     /// Deletes an object (in the background).
     fn delete(&self, key: &str, ns: &str, name: &str);
+    /// Binds a Pod to the simulator's Node, as a scheduler would (`pods/binding`). Inside the
+    /// devcluster nothing reads a Pod's node, and Pods stay unbound.
+    fn bind(&self, _ns: &str, _name: &str) {}
+    /// Finishes the graceful deletion of a Pod bound to the simulator's Node, as its kubelet
+    /// would once the containers stopped (a delete with grace period 0, on the Pod's uid).
+    /// Inside the devcluster Pods are never bound, and a deletion needs no kubelet.
+    fn terminate(&self, _ns: &str, _name: &str, _uid: &str) {}
 }
 
 /// Inside the devcluster: the store, and the API layer every client's write goes through

@@ -194,6 +194,12 @@ impl Sim {
         self.backend.delete(key, ns, name);
     }
 
+    /// Binds a Pod to the simulator's Node (against a real control plane; see
+    /// [`remote::NODE`]).
+    pub fn bind(&self, ns: &str, name: &str) {
+        self.backend.bind(ns, name);
+    }
+
     /// True the first time it is asked about `uid`: the caller schedules the object's change.
     pub fn first_schedule(&self, uid: &Value) -> bool {
         let Some(uid) = uid.as_str() else {
@@ -256,6 +262,15 @@ impl Sim {
                 // The kubelet's part: every live Pod still Pending starts (once).
                 if live {
                     workloads::start_pod(self, obj);
+                } else if kind != EventType::Deleted
+                    && obj["spec"]["nodeName"].as_str() == Some(remote::NODE)
+                {
+                    // A bound Pod goes only once its kubelet says so.
+                    self.backend.terminate(
+                        ns,
+                        name,
+                        obj["metadata"]["uid"].as_str().unwrap_or_default(),
+                    );
                 }
                 match controller_of(obj) {
                     Some((k, owner)) if k == "StatefulSet" && controllers => {

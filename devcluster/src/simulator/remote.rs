@@ -1,7 +1,8 @@
 //! The simulator against any API server, over HTTP, like kwok: for a control plane without
 //! nodes (kube-apiserver and kube-controller-manager built from source, in the tests), it plays
-//! the kubelet (Pods Running and Ready after the delay; a Job's Pods Succeeded, or Failed with
-//! [`crate::FAIL_ANNOTATION`] on the Pod or its Job), volume binding (claims Bound) and the
+//! the scheduler and the kubelet (Pods bound to the one [`NODE`] it registers, then Running and
+//! Ready after the delay, and gone at once when deleted; a Job's Pods Succeeded, or Failed with [`crate::FAIL_ANNOTATION`] on
+//! the Pod or its Job), volume binding (claims Bound) and the
 //! snapshot controller (VolumeSnapshots ready, or failed when annotated). The StatefulSet, Job
 //! and CronJob controllers are the real ones there, and the API server allocates Service IPs,
 //! so the simulator leaves those alone.
@@ -161,6 +162,85 @@ impl Backend for Remote {
             retrying("delete", &key, &name, 404, || api.delete(&name, &params)).await;
         });
     }
+
+    fn terminate(&self, ns: &str, name: &str, uid: &str) {
+        let Some(api) = self.api("/pods", ns) else {
+            return;
+        };
+        let (name, uid) = (name.to_string(), uid.to_string());
+        tokio::spawn(async move {
+            let params = DeleteParams {
+                grace_period_seconds: Some(0),
+                preconditions: Some(kube::api::Preconditions {
+                    uid: Some(uid),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            // Gone already is fine; a namesake (409, another uid) is not this Pod.
+            retrying("delete", "/pods", &name, 404, || api.delete(&name, &params)).await;
+        });
+    }
+
+    fn bind(&self, ns: &str, name: &str) {
+        let Some(api) = self.api("/pods", ns) else {
+            return;
+        };
+        let name = name.to_string();
+        tokio::spawn(async move {
+            let binding = json!({"apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": name}, "target": {"apiVersion": "v1", "kind": "Node", "name": NODE}});
+            let params = PostParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..PostParams::default()
+            };
+            // Bound already (409) is fine; a Pod that is gone is refused with 404, and left.
+            retrying("bind", "/pods", &name, 409, || async {
+                api.create_subresource::<Value, Value>("binding", &name, &params, &binding)
+                    .await
+            })
+            .await;
+        });
+    }
+}
+
+/// The Node the simulator binds Pods to on a real control plane (it registers it, Ready, at
+/// start): the EndpointSlice controller lists a Pod's address only once it is bound to a Node
+/// that exists.
+pub const NODE: &str = "windlass-sim";
+
+/// Registers [`NODE`], Ready, with the address the simulated Pods report as their `hostIP`.
+async fn register_node(client: &Client) {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let node = json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": NODE, "labels": {"kubernetes.io/hostname": NODE}}});
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PostParams::default()
+    };
+    if let Ok(node) = serde_json::from_value(node) {
+        retrying("create", "/nodes", NODE, 409, || {
+            nodes.create(&params, &node)
+        })
+        .await;
+    }
+    let now = crate::api::now();
+    let status = json!({"status": {
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+            "message": "the workload simulator plays this node's kubelet",
+            "lastHeartbeatTime": now, "lastTransitionTime": now}],
+        "addresses": [{"type": "InternalIP", "address": "10.0.0.1"},
+            {"type": "Hostname", "address": NODE}],
+    }});
+    let patch_params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    };
+    let patch = Patch::Merge(&status);
+    retrying("patch", "/nodes", NODE, 0, || {
+        nodes.patch_status(NODE, &patch_params, &patch)
+    })
+    .await;
 }
 
 /// How long a write is tried again while the API fails (a restarting kube-apiserver).
@@ -212,6 +292,7 @@ pub async fn run(client: Client, config: Config) {
         resources,
         caches: RwLock::new(HashMap::new()),
     });
+    register_node(&remote.client).await;
     let sim = Sim::new(remote.clone(), config, false);
     let watches = WATCHED.iter().map(|(key, ..)| {
         let remote = remote.clone();

@@ -15,6 +15,9 @@ pub(super) fn start_pod(sim: &Arc<Sim>, pod: &Value) {
     if !sim.first_schedule(&uid) {
         return;
     }
+    if pod["spec"]["nodeName"].as_str().is_none_or(str::is_empty) {
+        sim.bind(&ns, &name);
+    }
     let job = controller_of(pod)
         .filter(|(k, _)| k == "Job")
         .map(|(_, j)| j);

@@ -45,6 +45,25 @@ where
     .expect("created");
 }
 
+/// The Pods the EndpointSlices of Service `service` list, by name, sorted (none on the
+/// devcluster, which runs no EndpointSlice controller).
+async fn endpoints(env: &Env, service: &str) -> Vec<String> {
+    let slices: Api<k8s_openapi::api::discovery::v1::EndpointSlice> = api(env);
+    let params =
+        kube::api::ListParams::default().labels(&format!("kubernetes.io/service-name={service}"));
+    let mut names: Vec<String> = slices
+        .list(&params)
+        .await
+        .expect("EndpointSlices")
+        .items
+        .iter()
+        .flat_map(|s| s.endpoints.iter())
+        .filter_map(|e| e.target_ref.as_ref()?.name.clone())
+        .collect();
+    names.sort();
+    names
+}
+
 /// What must not change on a victim: its uid, labels, annotations and owner references.
 fn identity(object: &Value) -> Value {
     let meta = &object["metadata"];
@@ -529,6 +548,23 @@ async fn pods_that_would_join_another_applications_service_or_dns_name_are_refus
         )
         .await;
     }
+    // The victim's own Pod, behind both Services. On the real control plane the EndpointSlice
+    // controller lists it; the attacker's pods must never join it there.
+    create(
+        &api::<Pod>(&env),
+        json!({"metadata": {"name": "billing-0", "labels": {"app": "billing"}},
+            "spec": {"automountServiceAccountToken": false,
+                "containers": [{"name": "db", "image": "busybox"}]}}),
+    )
+    .await;
+    if env.dev().is_none() {
+        for service in ["billing", "billing-headless"] {
+            eventually(&format!("{service}'s endpoints list billing-0"), || async {
+                (endpoints(&env, service).await == ["billing-0"]).then_some(())
+            })
+            .await;
+        }
+    }
     let before = [
         snapshot(&services, "billing").await,
         snapshot(&services, "billing-headless").await,
@@ -574,6 +610,9 @@ async fn pods_that_would_join_another_applications_service_or_dns_name_are_refus
             after["spec"]["selector"], before["spec"]["selector"],
             "{victim}"
         );
+        if env.dev().is_none() {
+            assert_eq!(endpoints(&env, victim).await, ["billing-0"], "{victim}");
+        }
     }
     // A Service that selects a parent's pods by the parent's uid chose them: the parent's
     // pods are written, and nobody else's traffic is at stake.
