@@ -67,6 +67,11 @@ const COMPONENTS: &[(&str, &str, &str)] = &[
         "guest-hostile-kinds",
         "guest_hostile_kinds",
     ),
+    (
+        "HOSTILE_FINALIZE",
+        "guest-hostile-finalize",
+        "guest_hostile_finalize",
+    ),
 ];
 
 /// Guests that wrap a SampleDB plugin (built on their own, see `main`), as in `COMPONENTS`.

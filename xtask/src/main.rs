@@ -265,6 +265,7 @@ const REAL_CLUSTER_HOST_MODULES: &[&str] = &[
     "operator::",
     "containment::",
     "controllers::",
+    "finalize::",
     "oci::",
     "sampledb::",
     "chaos::etcd_and_kube_apiserver_restart_under_sampledbs",

@@ -59,6 +59,15 @@ pub struct PluginRule {
     pub rule: String,
 }
 
+/// Labels of the stuck-finalize series.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindPlugin {
+    /// Parent kind (`group/version/Kind`).
+    pub kind: String,
+    /// The plugin holding the finalize phase (not finalized, failing, or not loaded).
+    pub plugin: String,
+}
+
 /// Labels naming a plugin.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PluginLabel {
@@ -118,6 +127,9 @@ pub struct Metrics {
     pub tracked: Family<TrackedLabel, Gauge>,
     /// Tokio tasks alive in the host's runtime, read when the metrics are encoded.
     pub tasks: Gauge,
+    /// Deleting parents whose finalize phase a plugin has held past the threshold
+    /// (`Settings::finalize_stuck_after`), by parent kind and plugin.
+    pub finalize_stuck: Family<KindPlugin, Gauge>,
 }
 
 impl Default for Metrics {
@@ -138,6 +150,7 @@ impl Default for Metrics {
             policy_refusals: Family::default(),
             tracked: Family::default(),
             tasks: Gauge::default(),
+            finalize_stuck: Family::default(),
         };
         {
             let mut r = m.registry.lock().unwrap_or_else(|e| e.into_inner());
@@ -206,6 +219,11 @@ impl Default for Metrics {
                 "tasks",
                 "Tokio tasks alive in the host's runtime",
                 m.tasks.clone(),
+            );
+            r.register(
+                "finalize_stuck",
+                "Deleting parents whose finalize phase a plugin has held past the threshold, by parent kind and plugin",
+                m.finalize_stuck.clone(),
             );
         }
         m

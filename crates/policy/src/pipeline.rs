@@ -121,6 +121,8 @@ pub struct Outcome {
     pub requeue_after: Option<Duration>,
     /// Finalize phase: true when every plugin that finalizes reported true.
     pub finalized: bool,
+    /// Finalize phase: the plugins that reported not finalized yet, in pipeline order.
+    pub unfinalized: Vec<String>,
     /// Plugins skipped under [`FailurePolicy::Ignore`], with why.
     pub skipped: Vec<Error>,
 }
@@ -493,6 +495,9 @@ impl Run {
         }
         if req.phase == Phase::Finalize {
             out.finalized &= resp.finalized;
+            if !resp.finalized {
+                out.unfinalized.push(name);
+            }
         }
     }
 }

@@ -54,6 +54,10 @@ pub struct Args {
     /// whatever its WasmPlugin grants. The Helm chart sets it.
     #[arg(long, env = "WINDLASS_SERVICE_ACCOUNT")]
     service_account: Option<String>,
+    /// Seconds a deleting parent's finalize phase may go uncompleted before the host reports
+    /// it stuck (the FinalizeStuck condition, a Warning event, the finalize_stuck metric).
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
+    finalize_stuck_seconds: u64,
 }
 
 impl Args {
@@ -88,6 +92,7 @@ impl Args {
                     namespace: self.namespace.clone(),
                 },
                 oci_poll: Duration::from_secs(self.oci_poll_seconds.max(1)),
+                finalize_stuck_after: Duration::from_secs(self.finalize_stuck_seconds),
                 host_account: self
                     .service_account
                     .as_ref()

@@ -24,10 +24,19 @@ pub(crate) const THING: (&str, &str) = ("example.com/v1", "Thing");
 /// An operator with the hostile guest as the Thing pipeline, the host's ServiceAccount being
 /// `shop/windlass` (so a pod asking for it is in reach).
 pub(crate) async fn hostile_env(plugin: &str, path: &str, extra: Value) -> Env {
+    hostile_env_with(plugin, path, extra, operator_config("test", None)).await
+}
+
+/// [`hostile_env`] with the host's configuration given.
+pub(crate) async fn hostile_env_with(
+    plugin: &str,
+    path: &str,
+    extra: Value,
+    mut config: windlass::operator::Config,
+) -> Env {
     let mut env = Env::start().await;
     env.put_plugin_bytes(plugin, guests::bytes(path)).await;
     env.put_wasm_plugin(plugin, THING, plugin, extra).await;
-    let mut config = operator_config("test", None);
     config.settings.host_account = Some(HostAccount {
         namespace: "shop".into(),
         name: "windlass".into(),

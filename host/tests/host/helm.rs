@@ -276,9 +276,11 @@ async fn the_default_values_render_a_hardened_deployment_the_devcluster_accepts(
             .all(|g| ["windlass.dev", "events.k8s.io"].contains(g)),
         "default rules reach beyond WasmPlugins and events: {groups:?}"
     );
+    // patch: the host's finalizer on WasmPlugins (`windlass.dev/in-use`); never create or
+    // delete.
     assert_eq!(
         verbs_on(&rules, "windlass.dev", "wasmplugins"),
-        ["get", "list", "watch"]
+        ["get", "list", "watch", "patch"]
     );
     let roles: Api<Role> = Api::namespaced(env.client(), NAMESPACE);
     let role = roles

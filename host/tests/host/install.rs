@@ -131,6 +131,8 @@ const CAN_I: &[(&str, &str, &str, bool)] = &[
     ("create", "events.events.k8s.io", APP, true),
     ("list", "wasmplugins.windlass.dev", "", true),
     ("patch", "wasmplugins.windlass.dev/status", "", true),
+    // The host's finalizer on WasmPlugins.
+    ("patch", "wasmplugins.windlass.dev", "", true),
     ("create", "leases.coordination.k8s.io", NAMESPACE, true),
     // What the chaos plugin's CronJob needs: its account, a Role that may delete Pods (which
     // the host may create only if it holds that itself) and the binding.
@@ -162,7 +164,7 @@ const CAN_I: &[(&str, &str, &str, bool)] = &[
     ),
     ("create", "deployments.apps", APP, false),
     ("create", "wasmplugins.windlass.dev", "", false),
-    ("patch", "wasmplugins.windlass.dev", "", false),
+    ("delete", "wasmplugins.windlass.dev", "", false),
     ("delete", "namespaces", "", false),
     ("get", "nodes", "", false),
     (

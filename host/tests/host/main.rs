@@ -13,6 +13,7 @@ mod containment;
 mod controllers;
 mod crds;
 mod dev;
+mod finalize;
 mod helm;
 mod hostile;
 mod install;

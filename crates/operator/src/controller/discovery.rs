@@ -74,6 +74,26 @@ impl Discovery {
         Ok((ar, namespaced))
     }
 
+    /// [`Discovery::resolve`], telling a kind the API server does not serve (`None`: its group
+    /// or version is not found, or the kind is not in it) from a failure to ask (an error).
+    pub async fn resolve_served(&self, key: &str) -> Result<Option<(ApiResource, bool)>, Error> {
+        match self.resolve(key).await {
+            Ok(hit) => Ok(Some(hit)),
+            Err(e) => {
+                let Some(gvk) = parse_kind(key) else {
+                    return Ok(None);
+                };
+                match pinned_kind(&self.client, &gvk).await {
+                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+                    Err(kube::Error::Discovery(kube::error::DiscoveryError::MissingKind(_))) => {
+                        Ok(None)
+                    }
+                    _ => Err(e),
+                }
+            }
+        }
+    }
+
     /// Forgets a kind (its CRD changed or went away).
     pub fn forget(&self, key: &str) {
         self.cache

@@ -144,6 +144,8 @@ async fn start(
             resource.clone(),
             shared.metrics.tracked_of(&key, "parents"),
             shared.metrics.tracked_of(&key, "backoffs"),
+            &key,
+            shared.metrics.finalize_stuck.clone(),
         ),
         queue: queue.clone(),
     });

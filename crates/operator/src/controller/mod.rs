@@ -11,7 +11,10 @@
 //! - `canary.rs`: a new plugin version tried on a few parents, applying nothing, before it
 //!   serves.
 //! - `parent.rs`: one reconcile: observe, run the pipeline, apply, prune, status.
-//! - `finalizer.rs`: the host's finalizer on parents whose plugins finalize.
+//! - `finalizer.rs`: the host's finalizer on parents whose plugins finalize; a stuck finalize
+//!   phase reported, and the administrator's release.
+//! - `retire.rs`: the host's finalizer on WasmPlugins: a deletion waits for the finalize phase
+//!   of its kind's deleting parents.
 //! - `apply.rs`, `status.rs`: the pure decisions those make.
 //! - `leader.rs`: leader election on a Lease.
 
@@ -29,6 +32,7 @@ mod plugins;
 mod queue;
 mod registry;
 mod remembered;
+mod retire;
 pub mod status;
 
 use std::{sync::Arc, time::Duration};
@@ -108,6 +112,9 @@ pub enum Error {
     /// concern did not exist, so nothing runs until it serves.
     #[error("waiting for WasmPlugins to serve before reconciling: {}", plugins.join(", "))]
     NotServing { plugins: Vec<String> },
+    /// A deleting parent's release annotation is not one the host knows.
+    #[error("parent {parent}: {why}")]
+    Release { parent: String, why: String },
     /// Any other API call failed.
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
@@ -153,6 +160,7 @@ impl Error {
             Error::Apply { .. } => "ApplyFailed",
             Error::Prune { .. } => "PruneFailed",
             Error::NotServing { .. } => "PluginsNotServing",
+            Error::Release { .. } => "ReleaseRefused",
             Error::Kube(_) => "ApiError",
             Error::Join(_) => "PluginCallAborted",
             Error::Encode { .. } => "EncodeFailed",
@@ -188,6 +196,10 @@ pub struct Settings {
     pub event_every: Duration,
     /// The host's own ServiceAccount, which no plugin's pod may use.
     pub host_account: Option<windlass_policy::HostAccount>,
+    /// How long a deleting parent's finalize phase may go uncompleted before the host says it
+    /// is stuck: the `FinalizeStuck` condition, a Warning event and the `finalize_stuck`
+    /// gauge, naming the plugins that hold it. Default 10 min.
+    pub finalize_stuck_after: Duration,
 }
 
 impl Default for Settings {
@@ -201,6 +213,7 @@ impl Default for Settings {
             oci_poll: Duration::from_secs(300),
             min_requeue: Duration::from_secs(1),
             reconcile_burst: 10,
+            finalize_stuck_after: Duration::from_secs(600),
             reconcile_every: Duration::from_millis(500),
             event_burst: 25,
             event_every: Duration::from_secs(300),

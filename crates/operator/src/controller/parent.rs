@@ -94,6 +94,25 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
     // is applied or deleted; with only `Ignore` ones missing it runs, incomplete, and prunes
     // nothing.
     let deleting = obj.metadata.deletion_timestamp.is_some();
+    let uid = obj.uid().unwrap_or_default();
+    // An administrator's release of a deleting parent needs no plugin: it runs first, even
+    // with the pipeline incomplete.
+    if deleting && obj.finalizers().iter().any(|f| f == finalizer::FINALIZER) {
+        match finalizer::release_asked(obj) {
+            Ok(false) => {}
+            Ok(true) => {
+                let observed = apply::ours(observe(obj, ctx), &uid);
+                finalizer::release_keeping_data(obj, ctx, &observed).await?;
+                return Ok(Action::await_change());
+            }
+            Err(e) => {
+                if let Ok(parent) = crate::k8s::typed_json(obj, &ctx.resource) {
+                    report_failure(obj, &parent, ctx, &e).await;
+                }
+                return Err(e);
+            }
+        }
+    }
     let (waiting, ignored): (Vec<_>, Vec<_>) = ctx
         .shared
         .registry
@@ -102,13 +121,18 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
         .partition(|(_, policy)| deleting || *policy == crate::crd::FailurePolicy::Fail);
     let waiting: Vec<String> = waiting.into_iter().map(|(name, _)| name).collect();
     if !waiting.is_empty() {
-        let e = Error::NotServing { plugins: waiting };
+        let e = Error::NotServing {
+            plugins: waiting.clone(),
+        };
         if let Ok(parent) = crate::k8s::typed_json(obj, &ctx.resource) {
             report_failure(obj, &parent, ctx, &e).await;
         }
+        if deleting {
+            let why = "not loaded: its WasmPlugin has no serving version (deleted, or refused)";
+            finalizer::report_stuck(obj, ctx, &waiting, e.reason(), why).await;
+        }
         return Err(e);
     }
-    let uid = obj.uid().unwrap_or_default();
     ctx.remembered.reconciling(obj);
     let parent = crate::k8s::typed_json(obj, &ctx.resource).map_err(|source| Error::Encode {
         object: obj.name_any(),
@@ -149,6 +173,9 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
                 ctx.shared.metrics.record_refusal(plugin, rule.as_str());
             }
             report_failure(obj, &parent, ctx, &e).await;
+            if deleting {
+                report_stuck_by(obj, ctx, &e).await;
+            }
             return Err(e);
         }
     };
@@ -167,6 +194,9 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
             ctx.shared.metrics.record_refusal(plugin, "ObjectNotOwned");
         }
         report_failure(obj, &parent, ctx, &e).await;
+        if deleting {
+            report_stuck_by(obj, ctx, &e).await;
+        }
         return Err(e);
     }
     tracing::debug!("applied");
@@ -200,6 +230,14 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
             finalizer::release(obj, ctx, &observed).await?;
             return Ok(Action::await_change());
         }
+        finalizer::report_stuck(
+            obj,
+            ctx,
+            &outcome.unfinalized,
+            "NotFinalized",
+            "reported not finalized yet",
+        )
+        .await;
         return Ok(Action::requeue(
             outcome
                 .requeue_after
@@ -546,9 +584,20 @@ async fn check_traffic(
     Ok(())
 }
 
+/// A deleting parent's finalize phase failed: the plugin the error names holds it (none: the
+/// host's own calls).
+async fn report_stuck_by(obj: &DynamicObject, ctx: &KindCtx, e: &Error) {
+    let holders: Vec<String> = match e {
+        Error::Pipeline(p) => p.plugin().map(str::to_string).into_iter().collect(),
+        Error::NotOwned { plugin, .. } => vec![plugin.clone()],
+        _ => Vec::new(),
+    };
+    finalizer::report_stuck(obj, ctx, &holders, e.reason(), &e.to_string()).await;
+}
+
 /// The API of a kind in a namespace, with the scope discovery reports. A namespace given for a
 /// cluster-scoped kind, or missing for a namespaced one, is an error, never a cluster-wide API.
-async fn api_for(
+pub(super) async fn api_for(
     ctx: &KindCtx,
     kind: &str,
     namespace: Option<&str>,
@@ -632,7 +681,11 @@ pub(super) fn parent_api(obj: &DynamicObject, ctx: &KindCtx) -> Result<Api<Dynam
     })
 }
 
-async fn write_status(obj: &DynamicObject, ctx: &KindCtx, patch: &Value) -> Result<(), Error> {
+pub(super) async fn write_status(
+    obj: &DynamicObject,
+    ctx: &KindCtx,
+    patch: &Value,
+) -> Result<(), Error> {
     parent_api(obj, ctx)?
         .patch_status(
             &obj.name_any(),
@@ -646,14 +699,18 @@ async fn write_status(obj: &DynamicObject, ctx: &KindCtx, patch: &Value) -> Resu
 /// On failure: a condition naming the plugin and the reason, and a Warning event. Nothing else
 /// changes.
 async fn report_failure(obj: &DynamicObject, parent: &Value, ctx: &KindCtx, error: &Error) {
-    let message = error.to_string();
     if let Err(e) = write_status(obj, ctx, &failure_patch(parent, error)).await {
         tracing::warn!(error = %e, "writing the failure condition");
     }
+    publish_warning(obj, ctx, error.reason(), &error.to_string()).await;
+}
+
+/// A Warning event on the parent from the host itself.
+pub(super) async fn publish_warning(obj: &DynamicObject, ctx: &KindCtx, reason: &str, note: &str) {
     let event = Event {
         type_: EventType::Warning,
-        reason: error.reason().to_string(),
-        note: Some(truncate(&message, 1000)),
+        reason: reason.to_string(),
+        note: Some(truncate(note, 1000)),
         action: "Reconcile".into(),
         secondary: None,
     };

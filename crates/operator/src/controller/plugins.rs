@@ -20,7 +20,7 @@ use kube::{
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{Error, Owned, Shared, fetch, status};
+use super::{Error, Owned, Shared, fetch, retire, status};
 use windlass_contract::{InstanceMode, Limits, LoadOptions};
 use windlass_policy::{
     Grants, PodGrants, Policy,
@@ -43,6 +43,9 @@ struct Loader {
     /// tried again on the poll interval.
     retry: Mutex<BTreeSet<String>>,
     reload: mpsc::UnboundedSender<String>,
+    /// Deleting WasmPlugins, each watched until no parent's finalize phase needs it
+    /// (`retire.rs`).
+    retiring: Mutex<HashMap<String, Owned>>,
 }
 
 /// Watches WasmPlugins and keeps the registry in step with them, until aborted.
@@ -55,6 +58,7 @@ pub async fn run(shared: Arc<Shared>) {
         manifests: Mutex::new(HashMap::new()),
         retry: Mutex::new(BTreeSet::new()),
         reload: tx,
+        retiring: Mutex::new(HashMap::new()),
     });
     // Tags move: re-resolve every OCI source on an interval. A load whose manifest digest did
     // not change stops after one HEAD request.
@@ -113,10 +117,30 @@ pub async fn run(shared: Arc<Shared>) {
                     .insert(name.clone(), wp.clone())
                     .is_some_and(|old| old.spec == wp.spec);
                 if !same {
-                    let _ = loader.reload.send(name);
+                    let _ = loader.reload.send(name.clone());
+                }
+                if wp.metadata.deletion_timestamp.is_some() {
+                    loader.retire(&name);
+                } else if let Err(e) = retire::protect(&shared, &wp).await {
+                    tracing::warn!(wasm_plugin = %name, error = %e, "adding the host's finalizer");
                 }
             }
-            Ok(watcher::Event::Delete(wp)) => loader.forget(&wp.name_any()),
+            Ok(watcher::Event::Delete(wp)) => {
+                loader.forget(&wp.name_any());
+                let kind = wp.spec.parent.key();
+                let last = !loader
+                    .lock_specs()
+                    .values()
+                    .any(|other| other.spec.parent.key() == kind);
+                if last {
+                    let shared = shared.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = retire::orphan_parents(&shared, &kind).await {
+                            tracing::warn!(kind, error = %e, "taking the host's finalizer off the parents of a kind with no WasmPlugin left");
+                        }
+                    });
+                }
+            }
             Ok(watcher::Event::Init) => seen_in_init.clear(),
             Ok(watcher::Event::InitDone) => {
                 // Plugins deleted while no watch was open.
@@ -146,7 +170,43 @@ impl Loader {
         self.retry.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Watches a deleting WasmPlugin until its finalizer can go ([`retire::step`]), every 2 s
+    /// while a deleting parent of its kind still holds the host's finalizer.
+    fn retire(self: &Arc<Self>, name: &str) {
+        let mut retiring = self.retiring.lock().unwrap_or_else(|e| e.into_inner());
+        if retiring.contains_key(name) {
+            return;
+        }
+        // Weak: the task must not keep the loader (and itself) alive once the loader stops.
+        let weak = Arc::downgrade(self);
+        let name_owned = name.to_string();
+        let task = Owned::spawn(async move {
+            let name = name_owned;
+            loop {
+                let Some(loader) = weak.upgrade() else {
+                    return;
+                };
+                match retire::step(&loader.shared, &name).await {
+                    Ok(retire::Step::Waiting(parents)) => {
+                        tracing::debug!(wasm_plugin = %name, ?parents, "deletion waits for parents' finalize phase");
+                    }
+                    Ok(_) => return,
+                    Err(e) => {
+                        tracing::warn!(wasm_plugin = %name, error = %e, "retiring a deleted WasmPlugin")
+                    }
+                }
+                drop(loader);
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        });
+        retiring.insert(name.to_string(), task);
+    }
+
     fn forget(&self, name: &str) {
+        self.retiring
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
         self.shared.registry.unexpect(name);
         self.lock_specs().remove(name);
         self.lock_retry().remove(name);

@@ -1,6 +1,6 @@
 //! What a parent kind's controller remembers per parent between reconciles: the reference a
-//! child's uid label leads to, and the consecutive failures that set its backoff. Both are
-//! forgotten when the parent goes, so a long-running host's memory does not grow with every
+//! child's uid label leads to, the consecutive failures that set its backoff, and which plugins
+//! hold a stuck finalize phase (the `finalize_stuck` gauge). All are forgotten when the parent goes, so a long-running host's memory does not grow with every
 //! parent it ever saw.
 //!
 //! # Why the store is checked after each insert
@@ -18,7 +18,9 @@ use kube::{
     core::ApiResource,
     runtime::reflector::{ObjectRef, Store},
 };
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::{family::Family, gauge::Gauge};
+
+use crate::metrics::KindPlugin;
 
 /// Per-parent memory of one parent kind, bounded by the parents that exist.
 pub struct Remembered {
@@ -30,8 +32,13 @@ pub struct Remembered {
     parents: Mutex<HashMap<String, ObjectRef<DynamicObject>>>,
     /// Consecutive failures per parent uid, for backoff.
     failures: Mutex<HashMap<String, u32>>,
+    /// Deleting parents whose finalize phase is stuck → the plugins that hold it.
+    stuck: Mutex<HashMap<String, Vec<String>>>,
     parents_gauge: Gauge,
     failures_gauge: Gauge,
+    /// The parent kind, for the stuck gauge's label.
+    kind: String,
+    stuck_gauges: Family<KindPlugin, Gauge>,
 }
 
 impl std::fmt::Debug for Remembered {
@@ -44,20 +51,53 @@ impl std::fmt::Debug for Remembered {
 }
 
 impl Remembered {
-    /// Remembers nothing yet; `parents` and `failures` are the gauges that show the sizes.
+    /// Remembers nothing yet; `parents` and `failures` are the gauges that show the sizes,
+    /// `stuck` the family of the stuck-finalize gauge (labelled with `kind`).
     pub fn new(
         store: Store<DynamicObject>,
         resource: ApiResource,
         parents: Gauge,
         failures: Gauge,
+        kind: &str,
+        stuck: Family<KindPlugin, Gauge>,
     ) -> Self {
         Remembered {
             store,
             resource,
             parents: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
+            stuck: Mutex::new(HashMap::new()),
             parents_gauge: parents,
             failures_gauge: failures,
+            kind: kind.to_string(),
+            stuck_gauges: stuck,
+        }
+    }
+
+    /// Records that `plugins` hold a deleting parent's finalize phase past the threshold (none:
+    /// it is not stuck any more).
+    pub fn stuck(&self, obj: &DynamicObject, plugins: &[String]) {
+        let uid = obj.uid().unwrap_or_default();
+        let old = if plugins.is_empty() {
+            lock(&self.stuck).remove(&uid)
+        } else {
+            lock(&self.stuck).insert(uid.clone(), plugins.to_vec())
+        };
+        self.count(old.as_deref().unwrap_or_default(), -1);
+        self.count(plugins, 1);
+        if !plugins.is_empty() && !self.exists(obj) {
+            self.forget(&uid);
+        }
+    }
+
+    fn count(&self, plugins: &[String], by: i64) {
+        for plugin in plugins {
+            self.stuck_gauges
+                .get_or_create(&KindPlugin {
+                    kind: self.kind.clone(),
+                    plugin: plugin.clone(),
+                })
+                .inc_by(by);
         }
     }
 
@@ -103,6 +143,8 @@ impl Remembered {
     pub fn forget(&self, uid: &str) {
         remove(&self.parents, &self.parents_gauge, uid);
         remove(&self.failures, &self.failures_gauge, uid);
+        let old = lock(&self.stuck).remove(uid);
+        self.count(old.as_deref().unwrap_or_default(), -1);
     }
 
     /// After a relist: forgets every parent the store no longer holds (deleted while no watch
@@ -112,6 +154,19 @@ impl Remembered {
             self.store.state().iter().filter_map(|o| o.uid()).collect();
         retain(&self.parents, &self.parents_gauge, &listed);
         retain(&self.failures, &self.failures_gauge, &listed);
+        let gone: Vec<Vec<String>> = {
+            let mut stuck = lock(&self.stuck);
+            let gone = stuck
+                .iter()
+                .filter(|(uid, _)| !listed.contains(*uid))
+                .map(|(_, p)| p.clone())
+                .collect();
+            stuck.retain(|uid, _| listed.contains(uid));
+            gone
+        };
+        for plugins in gone {
+            self.count(&plugins, -1);
+        }
     }
 
     /// Whether the store still holds this parent (the same uid, not a namesake made since).
@@ -129,6 +184,10 @@ impl Drop for Remembered {
         // set, so a controller restarted before this one is dropped is counted right.
         self.parents_gauge.dec_by(len(&lock(&self.parents)));
         self.failures_gauge.dec_by(len(&lock(&self.failures)));
+        let stuck: Vec<Vec<String>> = lock(&self.stuck).drain().map(|(_, p)| p).collect();
+        for plugins in stuck {
+            self.count(&plugins, -1);
+        }
     }
 }
 
@@ -161,4 +220,62 @@ fn len<V>(map: &HashMap<String, V>) -> i64 {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::{
+        api::GroupVersionKind,
+        runtime::{reflector::store::Writer, watcher},
+    };
+
+    fn parent(uid: &str) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "example.com/v1", "kind": "Thing",
+            "metadata": {"name": uid, "namespace": "shop", "uid": uid},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_stuck_gauge_counts_parents_per_plugin_and_forgets_them_with_the_parent() {
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Thing"));
+        let mut writer = Writer::new(resource.clone());
+        let (a, b) = (parent("a"), parent("b"));
+        for p in [&a, &b] {
+            writer.apply_watcher_event(&watcher::Event::Apply(p.clone()));
+        }
+        let family: Family<KindPlugin, Gauge> = Family::default();
+        let remembered = Remembered::new(
+            writer.as_reader(),
+            resource,
+            Gauge::default(),
+            Gauge::default(),
+            "example.com/v1/Thing",
+            family.clone(),
+        );
+        let value = |plugin: &str| {
+            family
+                .get_or_create(&KindPlugin {
+                    kind: "example.com/v1/Thing".into(),
+                    plugin: plugin.into(),
+                })
+                .get()
+        };
+        remembered.stuck(&a, &["backup".into()]);
+        remembered.stuck(&a, &["backup".into()]);
+        remembered.stuck(&b, &["backup".into(), "storage".into()]);
+        assert_eq!((value("backup"), value("storage")), (2, 1));
+        // A parent whose holders change is counted under the new ones only.
+        remembered.stuck(&b, &["storage".into()]);
+        assert_eq!((value("backup"), value("storage")), (1, 1));
+        remembered.stuck(&a, &[]);
+        assert_eq!(value("backup"), 0);
+        remembered.forget("b");
+        assert_eq!(value("storage"), 0);
+        // One not in the store (deleted meanwhile) is not kept.
+        remembered.stuck(&parent("gone"), &["backup".into()]);
+        assert_eq!(value("backup"), 0);
+    }
 }
