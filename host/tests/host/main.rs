@@ -7,6 +7,7 @@
 
 mod support;
 
+mod admission;
 mod chaos;
 mod conformance;
 mod containment;
