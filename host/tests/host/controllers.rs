@@ -638,3 +638,53 @@ async fn pods_that_would_join_another_applications_service_or_dns_name_are_refus
             .is_some()
     );
 }
+
+/// A CronJob names its Jobs `<name>-<minutes>`: with another application's Job of such a name
+/// in the namespace, the apply is refused before the CronJob exists, and that Job is intact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cronjob_whose_job_names_another_applications_job_has_is_refused() {
+    let env = hostile_env("hostile", guests::HOSTILE_CONTROLLERS, json!({})).await;
+    let jobs: Api<Job> = api(&env);
+    create(
+        &jobs,
+        json!({"metadata": {"name": "nightly-29000000", "labels": {"app": "billing"}},
+            "spec": {"suspend": true, "template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "dump", "image": "busybox"}]}}}}),
+    )
+    .await;
+    let before = snapshot(&jobs, "nightly-29000000").await;
+    env.create_thing(
+        "nightly",
+        json!({"hostile": {"attack": "cronJobName", "name": "nightly"}}),
+    )
+    .await;
+    let c = reconciled(&env, "nightly", "False").await;
+    assert_eq!(c["reason"], "ObjectNotOwned", "{c}");
+    let message = c["message"].as_str().unwrap();
+    let wanted = format!(
+        "plugin {PLUGIN}: invalid output (ObjectNotOwned): batch/v1/CronJob shop/nightly: spec.schedule: the CronJob controller names its Jobs nightly-<minutes>; batch/v1/Job shop/nightly-29000000 exists and is not this parent's"
+    );
+    assert!(message.starts_with(&wanted), "{message}\nwanted\n{wanted}");
+    assert!(
+        api::<CronJob>(&env)
+            .get_opt("nightly")
+            .await
+            .unwrap()
+            .is_none(),
+        "nothing is written"
+    );
+    let after = snapshot(&jobs, "nightly-29000000").await;
+    assert_eq!(identity(&after), identity(&before));
+    assert_eq!(after["spec"], before["spec"]);
+    // Without that Job the same CronJob is the parent's to write.
+    jobs.delete("nightly-29000000", &DeleteParams::background())
+        .await
+        .unwrap();
+    wait_gone(&jobs, "nightly-29000000").await;
+    reconciled(&env, "nightly", "True").await;
+    let cron = api::<CronJob>(&env).get("nightly").await.expect("written");
+    assert_eq!(
+        cron.labels().get(PARENT_UID_LABEL),
+        Some(&thing_uid(&env, "nightly").await)
+    );
+}

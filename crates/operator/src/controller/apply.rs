@@ -461,6 +461,33 @@ pub enum Heir {
     Foreign(String),
 }
 
+/// Whether `job` is a name the CronJob controller gives the Jobs of CronJob `cron`:
+/// `<cron>-<scheduled time in minutes since the epoch>`, for any time it may reach.
+pub fn cron_job_name(cron: &str, job: &str) -> bool {
+    job.strip_prefix(cron)
+        .and_then(|rest| rest.strip_prefix('-'))
+        .is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Whether an existing Job of a name CronJob `cron` derives is the parent's: made from its
+/// templates (its uid label) or controlled by that CronJob (which the host writes only as
+/// the parent's).
+pub fn cron_job_is_ours(job: &Value, cron: &str, parent_uid: &str) -> bool {
+    let labelled = job
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(PARENT_UID_LABEL))
+        .and_then(Value::as_str)
+        == Some(parent_uid);
+    let by_cron = job
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .is_some_and(|refs| {
+            refs.iter()
+                .any(|r| r["controller"] == true && r["kind"] == "CronJob" && r["name"] == cron)
+        });
+    labelled || by_cron
+}
+
 /// Judges an existing object of a derived name.
 pub fn heir(existing: &Value, parent: &ParentRef) -> Heir {
     let meta = |key: &str, name: &str| {
@@ -885,6 +912,34 @@ pub fn merge_is_noop(current: &Value, patch: &Value) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn cron_job_names_are_the_cronjob_name_a_dash_and_minutes() {
+        assert!(cron_job_name("nightly", "nightly-29000000"));
+        assert!(!cron_job_name("nightly", "nightly-"));
+        assert!(!cron_job_name("nightly", "nightly-2900x"));
+        assert!(!cron_job_name("nightly", "nightly-backup-1"));
+        assert!(!cron_job_name("nightly", "other-29000000"));
+        let job = |labels: Value, refs: Value| json!({"metadata": {"labels": labels, "ownerReferences": refs}});
+        let cron_ref = json!([{"kind": "CronJob", "name": "nightly", "controller": true}]);
+        assert!(cron_job_is_ours(&job(json!({}), cron_ref), "nightly", "u"));
+        assert!(cron_job_is_ours(
+            &job(json!({PARENT_UID_LABEL: "u"}), json!([])),
+            "nightly",
+            "u"
+        ));
+        assert!(!cron_job_is_ours(
+            &job(json!({PARENT_UID_LABEL: "other"}), json!([])),
+            "nightly",
+            "u"
+        ));
+        let other_cron = json!([{"kind": "CronJob", "name": "weekly", "controller": true}]);
+        assert!(!cron_job_is_ours(
+            &job(json!({}), other_cron),
+            "nightly",
+            "u"
+        ));
+    }
+
     use super::*;
     use windlass_policy::Checked;
 

@@ -425,6 +425,7 @@ async fn apply_all(
     );
     let desired_writes: Vec<&Desired> = writes.iter().map(|(d, _, _)| *d).collect();
     check_derived(ctx, &desired_writes, parent, observed).await?;
+    check_cron_names(ctx, &desired_writes, parent).await?;
     let views: Vec<(&Desired, &Value)> = writes
         .iter()
         .filter(|(d, _, _)| !pod_labels.iter().any(|(p, _)| std::ptr::eq(*p, *d)))
@@ -526,6 +527,57 @@ async fn check_derived(
                 source,
             })?;
         tracing::info!(claim = %x.name, "took over a claim the parent's namesake retained");
+    }
+    Ok(())
+}
+
+/// Before a CronJob is written: a Job of the namespace named as the CronJob controller names
+/// its Jobs (`<cron>-<minutes>`, [`apply::cron_job_name`]) that is not the parent's refuses the
+/// whole apply, as a StatefulSet's derived names do. One list of the namespace's Jobs, only when
+/// a CronJob is written.
+async fn check_cron_names(
+    ctx: &KindCtx,
+    writes: &[&Desired],
+    parent: &ParentRef,
+) -> Result<(), Error> {
+    let crons: Vec<&&Desired> = writes
+        .iter()
+        .filter(|d| d.object.kind == "batch/v1/CronJob")
+        .collect();
+    let Some(first) = crons.first() else {
+        return Ok(());
+    };
+    let namespace = first.object.namespace.as_deref();
+    let api = api_for(ctx, "batch/v1/Job", namespace).await?;
+    let jobs = api
+        .list(&Default::default())
+        .await
+        .map_err(|source| Error::Apply {
+            object: format!("batch/v1/Job {}", namespace.unwrap_or_default()),
+            source,
+        })?;
+    for desired in crons {
+        let cron = &desired.object.name;
+        for job in &jobs.items {
+            let name = job.name_any();
+            if !apply::cron_job_name(cron, &name) || job.namespace().as_deref() != namespace {
+                continue;
+            }
+            let Ok(value) = serde_json::to_value(job) else {
+                continue;
+            };
+            if apply::cron_job_is_ours(&value, cron, &parent.uid) {
+                continue;
+            }
+            return Err(Error::NotOwned {
+                plugin: desired.plugin.clone(),
+                object: windlass_policy::describe(&desired.object),
+                why: format!(
+                    "spec.schedule: the CronJob controller names its Jobs {cron}-<minutes>; batch/v1/Job {}/{name} exists and is not this parent's",
+                    namespace.unwrap_or_default()
+                ),
+            });
+        }
     }
     Ok(())
 }

@@ -20,6 +20,8 @@
 //! - `replicas`, `parallelism`, `cronAllow`: a Deployment of 1,000,000 replicas, a Job of
 //!   1,000,000 parallel Pods, a CronJob every minute with `concurrencyPolicy: Allow` and no
 //!   deadline: `Amplification`.
+//! - `cronJobName`: a CronJob `N` (every minute, `Forbid`), while another application's Job
+//!   `N-<digits>` exists, a name the CronJob controller gives its Jobs: `ObjectNotOwned`.
 //! - `event`, `eventV1`: a core or events.k8s.io Event about the Service `T`, reported as the
 //!   kubelet: `PrivilegedKind`.
 //! - `resourceClaim`: a Job whose pod uses the ResourceClaim `T`: `ForeignReference`.
@@ -209,6 +211,12 @@ fn attack(c: &Config) -> Result<Vec<Value>, PluginError> {
             "batch/v1",
             "CronJob",
             json!({"schedule": "* * * * *", "concurrencyPolicy": "Allow",
+                "jobTemplate": {"spec": {"template": pod_template(json!({}))}}}),
+        )],
+        "cronJobName" => vec![object(
+            "batch/v1",
+            "CronJob",
+            json!({"schedule": "* * * * *", "concurrencyPolicy": "Forbid",
                 "jobTemplate": {"spec": {"template": pod_template(json!({}))}}}),
         )],
         "event" => vec![json!({"apiVersion": "v1", "kind": "Event",
