@@ -565,6 +565,17 @@ async fn pods_that_would_join_another_applications_service_or_dns_name_are_refus
             .await;
         }
     }
+    // And a NetworkPolicy: only `app: billing-api` pods may reach the database.
+    let policies: Api<k8s_openapi::api::networking::v1::NetworkPolicy> = api(&env);
+    create(
+        &policies,
+        json!({"metadata": {"name": "billing-db"}, "spec": {
+            "podSelector": {"matchLabels": {"app": "billing-db"}},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": "billing-api"}}}]}]}}),
+    )
+    .await;
+    let policy_before = snapshot(&policies, "billing-db").await;
     let before = [
         snapshot(&services, "billing").await,
         snapshot(&services, "billing-headless").await,
@@ -574,6 +585,11 @@ async fn pods_that_would_join_another_applications_service_or_dns_name_are_refus
             "join",
             "joinTraffic",
             "apps/v1/Deployment shop/join: spec.template.metadata.labels: match the selector of Service shop/billing",
+        ),
+        (
+            "peer",
+            "joinPolicy",
+            "apps/v1/Deployment shop/peer: spec.template.metadata.labels: match an ingress peer (0) of NetworkPolicy shop/billing-db, which is not this parent's: these pods would get the network access it gives another application's pods",
         ),
         (
             "impostor",
@@ -603,6 +619,16 @@ async fn pods_that_would_join_another_applications_service_or_dns_name_are_refus
             .unwrap()
             .is_none()
     );
+    assert!(
+        api::<Deployment>(&env)
+            .get_opt("peer")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let policy_after = snapshot(&policies, "billing-db").await;
+    assert_eq!(identity(&policy_after), identity(&policy_before));
+    assert_eq!(policy_after["spec"], policy_before["spec"]);
     for (victim, before) in ["billing", "billing-headless"].into_iter().zip(before) {
         let after = snapshot(&services, victim).await;
         assert_eq!(identity(&after), identity(&before), "{victim}");

@@ -449,6 +449,88 @@ pub fn joins(identity: &PodIdentity<'_>, service: &Value) -> Option<String> {
     }
 }
 
+/// Whether a LabelSelector (`matchLabels`, `matchExpressions`) that names at least one label
+/// selects pods with `labels`. An empty selector (every pod of the namespace) is `false`: it
+/// selects what it selects whatever labels a plugin chooses, so choosing them gains nothing.
+pub fn selects(selector: &Value, labels: &serde_json::Map<String, Value>) -> bool {
+    let match_labels = selector.get("matchLabels").and_then(Value::as_object);
+    let expressions = selector
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if match_labels.is_none_or(serde_json::Map::is_empty) && expressions.is_empty() {
+        return false;
+    }
+    let labels_match = match_labels
+        .into_iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let expressions_match = expressions.iter().all(|e| {
+        let value = e["key"].as_str().and_then(|k| labels.get(k));
+        let among = |v: Option<&Value>| {
+            v.is_some_and(|v| {
+                e["values"]
+                    .as_array()
+                    .is_some_and(|values| values.contains(v))
+            })
+        };
+        match e["operator"].as_str() {
+            Some("In") => among(value),
+            Some("NotIn") => !among(value),
+            Some("Exists") => value.is_some(),
+            Some("DoesNotExist") => value.is_none(),
+            // An operator the API server would refuse: select nothing.
+            _ => false,
+        }
+    });
+    labels_match && expressions_match
+}
+
+/// Whether pods with `identity` would fall under a NetworkPolicy of the namespace that is not
+/// the parent's: its `podSelector` (the policy's rules would apply to them) or a peer's
+/// `podSelector` within the namespace (`from` or `to` without a `namespaceSelector`: its
+/// traffic rules would let them reach, or be reached by, the pods it protects). The reason, or
+/// `None`.
+pub fn joins_policy(identity: &PodIdentity<'_>, policy: &Value) -> Option<String> {
+    let name = policy.pointer("/metadata/name").and_then(Value::as_str)?;
+    let namespace = policy
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let (labels, field) = identity.labels;
+    // A selector naming the parent's uid chose these pods: no one's access is taken.
+    let chosen = |s: &Value| {
+        s.pointer("/matchLabels")
+            .and_then(|m| m.get(PARENT_UID_LABEL))
+            .is_some_and(|uid| labels.get(PARENT_UID_LABEL) == Some(uid))
+    };
+    let selects = |s: &Value| selects(s, labels) && !chosen(s);
+    if policy.pointer("/spec/podSelector").is_some_and(selects) {
+        return Some(format!(
+            "{field}: match the podSelector of NetworkPolicy {namespace}/{name}, which is not this parent's: its rules would apply to these pods"
+        ));
+    }
+    for (rules, peers) in [("ingress", "from"), ("egress", "to")] {
+        let peers = policy
+            .pointer(&format!("/spec/{rules}"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .flat_map(|r| r.get(peers).and_then(Value::as_array).into_iter().flatten());
+        for (i, peer) in peers.enumerate() {
+            if peer.get("namespaceSelector").is_none()
+                && peer.get("podSelector").is_some_and(selects)
+            {
+                return Some(format!(
+                    "{field}: match an {rules} peer ({i}) of NetworkPolicy {namespace}/{name}, which is not this parent's: these pods would get the network access it gives another application's pods"
+                ));
+            }
+        }
+    }
+    None
+}
+
 /// What an existing object of a [`Derived`] name is to the parent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Heir {
@@ -912,6 +994,81 @@ pub fn merge_is_noop(current: &Value, patch: &Value) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn label_selectors_match_as_the_api_server_does_and_empty_ones_never() {
+        let labels = json!({"app": "billing", "tier": "db"});
+        let labels = labels.as_object().unwrap();
+        for (selector, wanted) in [
+            (json!({}), false),
+            (json!({"matchLabels": {}}), false),
+            (json!({"matchLabels": {"app": "billing"}}), true),
+            (
+                json!({"matchLabels": {"app": "billing", "tier": "web"}}),
+                false,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["billing", "x"]}]}),
+                true,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["billing"]}]}),
+                false,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a"]}]}),
+                true,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "tier", "operator": "Exists"}]}),
+                true,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]}),
+                false,
+            ),
+            (
+                json!({"matchLabels": {"app": "billing"}, "matchExpressions": [{"key": "tier", "operator": "In", "values": ["web"]}]}),
+                false,
+            ),
+            (
+                json!({"matchExpressions": [{"key": "tier", "operator": "Near"}]}),
+                false,
+            ),
+        ] {
+            assert_eq!(selects(&selector, labels), wanted, "{selector}");
+        }
+    }
+
+    #[test]
+    fn pods_under_another_applications_network_policy_are_named_by_the_rule_they_match() {
+        let labels = json!({"app": "billing"});
+        let identity = PodIdentity {
+            labels: (labels.as_object().unwrap(), "spec.template.metadata.labels"),
+            subdomain: None,
+        };
+        let policy =
+            |spec: Value| json!({"metadata": {"name": "np", "namespace": "shop"}, "spec": spec});
+        let target = policy(json!({"podSelector": {"matchLabels": {"app": "billing"}}}));
+        assert!(
+            joins_policy(&identity, &target)
+                .unwrap()
+                .contains("podSelector of NetworkPolicy shop/np")
+        );
+        let peer = policy(json!({"podSelector": {"matchLabels": {"app": "db"}},
+            "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": "billing"}}}]}]}));
+        assert!(
+            joins_policy(&identity, &peer)
+                .unwrap()
+                .contains("ingress peer (0)")
+        );
+        let other_namespace = policy(json!({"podSelector": {"matchLabels": {"app": "db"}},
+            "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": "billing"}},
+                "namespaceSelector": {"matchLabels": {"team": "x"}}}]}]}));
+        assert_eq!(joins_policy(&identity, &other_namespace), None);
+        let default_deny = policy(json!({"podSelector": {}, "policyTypes": ["Ingress"]}));
+        assert_eq!(joins_policy(&identity, &default_deny), None);
+    }
+
     #[test]
     fn cron_job_names_are_the_cronjob_name_a_dash_and_minutes() {
         assert!(cron_job_name("nightly", "nightly-29000000"));

@@ -585,8 +585,11 @@ async fn check_cron_names(
 /// Before pods are written (a Pod, or a workload's template): a Service of the namespace that
 /// is not the parent's and whose selector matches their labels, or that they name for their DNS
 /// names (`subdomain`, a StatefulSet's `serviceName`), refuses the whole apply naming it —
-/// the pods would receive another application's traffic, or answer to its DNS names. One list
-/// of the namespace's Services, only when something with pods is written.
+/// the pods would receive another application's traffic, or answer to its DNS names; so does a
+/// NetworkPolicy not the parent's whose pod selector, or a peer's within the namespace, matches
+/// their labels ([`apply::joins_policy`]) — they would get another application's network
+/// access. One list each of the namespace's Services and NetworkPolicies, only when something
+/// with pods is written.
 async fn check_traffic(
     ctx: &KindCtx,
     writes: &[(&Desired, &Value)],
@@ -624,8 +627,30 @@ async fn check_traffic(
         })
         .filter_map(|s| serde_json::to_value(s).ok())
         .collect();
+    let policies = api_for(ctx, "networking.k8s.io/v1/NetworkPolicy", Some(namespace))
+        .await?
+        .list(&Default::default())
+        .await
+        .map_err(|source| Error::Apply {
+            object: format!("networking.k8s.io/v1/NetworkPolicy {namespace}"),
+            source,
+        })?;
+    let foreign_policies: Vec<Value> = policies
+        .items
+        .iter()
+        .filter(|p| p.labels().get(PARENT_UID_LABEL) != Some(&parent.uid))
+        .filter_map(|p| serde_json::to_value(p).ok())
+        .collect();
     for (desired, identity) in &with_pods {
-        if let Some(why) = foreign.iter().find_map(|s| apply::joins(identity, s)) {
+        let why = foreign
+            .iter()
+            .find_map(|s| apply::joins(identity, s))
+            .or_else(|| {
+                foreign_policies
+                    .iter()
+                    .find_map(|p| apply::joins_policy(identity, p))
+            });
+        if let Some(why) = why {
             return Err(Error::NotOwned {
                 plugin: desired.plugin.clone(),
                 object: windlass_policy::describe(&desired.object),

@@ -20,6 +20,8 @@
 //! - `replicas`, `parallelism`, `cronAllow`: a Deployment of 1,000,000 replicas, a Job of
 //!   1,000,000 parallel Pods, a CronJob every minute with `concurrencyPolicy: Allow` and no
 //!   deadline: `Amplification`.
+//! - `joinPolicy`: a Deployment whose pods carry `app: T-api`, the peer another application's
+//!   NetworkPolicy lets reach its database: `ObjectNotOwned` naming the NetworkPolicy.
 //! - `cronJobName`: a CronJob `N` (every minute, `Forbid`), while another application's Job
 //!   `N-<digits>` exists, a name the CronJob controller gives its Jobs: `ObjectNotOwned`.
 //! - `event`, `eventV1`: a core or events.k8s.io Event about the Service `T`, reported as the
@@ -213,6 +215,16 @@ fn attack(c: &Config) -> Result<Vec<Value>, PluginError> {
             json!({"schedule": "* * * * *", "concurrencyPolicy": "Allow",
                 "jobTemplate": {"spec": {"template": pod_template(json!({}))}}}),
         )],
+        "joinPolicy" => {
+            let labels = json!({"app": format!("{}-api", c.target)});
+            let mut template = pod_template(labels.clone());
+            template["spec"]["restartPolicy"] = json!("Always");
+            vec![object(
+                "apps/v1",
+                "Deployment",
+                json!({"replicas": 1, "selector": {"matchLabels": labels}, "template": template}),
+            )]
+        }
         "cronJobName" => vec![object(
             "batch/v1",
             "CronJob",
