@@ -98,6 +98,14 @@ pub(super) async fn release(
     Ok(())
 }
 
+/// Whether the parent, read again from the API, is still this one (same uid) and still holds
+/// the host's finalizer.
+pub(super) async fn still_held(obj: &DynamicObject, ctx: &KindCtx) -> Result<bool, Error> {
+    let current = parent_api(obj, ctx)?.get_opt(&obj.name_any()).await?;
+    Ok(current
+        .is_some_and(|p| p.uid() == obj.uid() && p.finalizers().iter().any(|f| f == FINALIZER)))
+}
+
 /// Whether an administrator asked to release this parent: `Ok(true)` for
 /// `windlass.dev/release: keep-data`, an error naming the annotation for any other value.
 pub(super) fn release_asked(obj: &DynamicObject) -> Result<bool, Error> {

@@ -142,6 +142,12 @@ async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, E
     if !finalizer::hold(obj, ctx, finalizing).await? {
         return Ok(Action::await_change());
     }
+    // A deleting parent as the watch last showed it may be gone already: the reconcile before
+    // released it, and its delete event has not arrived. A finalize phase run for it would make
+    // again what that release deleted, and leave it behind. One read per finalize reconcile.
+    if deleting && !finalizer::still_held(obj, ctx).await? {
+        return Ok(Action::await_change());
+    }
     let observed = apply::ours(observe(obj, ctx), &uid);
     tracing::debug!(observed = observed.len(), "observed from the caches");
     let phase = if deleting {
