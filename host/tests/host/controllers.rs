@@ -80,7 +80,7 @@ fn value<T: serde::Serialize>(object: T) -> Value {
     serde_json::to_value(object).unwrap()
 }
 
-async fn thing_uid(env: &Env, name: &str) -> String {
+pub(crate) async fn thing_uid(env: &Env, name: &str) -> String {
     env.things()
         .get(name)
         .await

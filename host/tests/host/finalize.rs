@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use windlass_test_guests as guests;
 
 use crate::containment::{hostile_env_with, reconciled};
+use crate::controllers::thing_uid;
 use crate::support::*;
 
 /// The plugin's name, and its WasmPlugin's (so that both ways the host names it agree).
@@ -50,12 +51,7 @@ async fn thing(env: &Env, name: &str, mode: &str) -> String {
         sets.get_opt(&format!("{name}-db")).await.ok().flatten()
     })
     .await;
-    env.things()
-        .get(name)
-        .await
-        .expect("the Thing")
-        .uid()
-        .unwrap()
+    thing_uid(env, name).await
 }
 
 async fn thing_json(env: &Env, name: &str) -> Option<Value> {

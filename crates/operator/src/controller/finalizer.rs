@@ -13,7 +13,7 @@
 //!   What else the parent controls goes with it, as the garbage collector decides.
 
 use kube::{
-    ResourceExt,
+    Api, ResourceExt,
     api::{DynamicObject, Patch, PatchParams},
 };
 use serde_json::{Value, json};
@@ -293,12 +293,21 @@ pub(super) async fn report_stuck(
     }
 }
 
-/// Adds or removes the host's finalizer, guarded by the resourceVersion read so that another
-/// controller's concurrent finalizer change is never overwritten. On a conflict (the parent
-/// changed since it was read: this reconcile's own status write, or anyone's) it reads the
-/// parent again and tries again, up to three times in all.
+/// Adds or removes the host's finalizer on the parent ([`set_on`] its API).
 async fn set(obj: &DynamicObject, ctx: &KindCtx, present: bool) -> Result<(), Error> {
-    let api = parent_api(obj, ctx)?;
+    set_on(&parent_api(obj, ctx)?, obj, present).await
+}
+
+/// Adds or removes the host's finalizer on `obj` through `api` (its kind's, in its namespace),
+/// guarded by the resourceVersion read so that another controller's concurrent finalizer
+/// change is never overwritten. On a conflict (the object changed since it was read: this
+/// reconcile's own status write, or anyone's) it reads the object again and tries again, up to
+/// three times in all; another object of the name by then is left alone.
+pub(super) async fn set_on(
+    api: &Api<DynamicObject>,
+    obj: &DynamicObject,
+    present: bool,
+) -> Result<(), Error> {
     let mut current = obj.clone();
     for attempt in 1..=3 {
         let mut finalizers: Vec<String> = current.finalizers().to_vec();

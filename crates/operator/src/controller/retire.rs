@@ -23,7 +23,11 @@ use kube::{
 };
 use serde_json::{Value, json};
 
-use super::{Error, Shared, finalizer::FINALIZER, status};
+use super::{
+    Error, Shared,
+    finalizer::{self, FINALIZER},
+    status,
+};
 use crate::crd::WasmPlugin;
 
 /// The finalizer the host keeps on WasmPlugins.
@@ -121,26 +125,11 @@ pub(super) async fn orphan_parents(shared: &Shared, kind: &str) -> Result<(), Er
             if !parent.finalizers().iter().any(|f| f == FINALIZER) {
                 continue;
             }
-            let finalizers: Vec<String> = parent
-                .finalizers()
-                .iter()
-                .filter(|f| *f != FINALIZER)
-                .cloned()
-                .collect();
-            let patch = json!({"metadata": {
-                "finalizers": finalizers,
-                "resourceVersion": parent.resource_version(),
-            }});
             let api: Api<DynamicObject> = match parent.namespace() {
                 Some(ns) => Api::namespaced_with(shared.client.clone(), &ns, &resource),
                 None => Api::all_with(shared.client.clone(), &resource),
             };
-            api.patch(
-                &parent.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await?;
+            finalizer::set_on(&api, &parent, false).await?;
             tracing::info!(parent = %describe(&parent), kind, "the last WasmPlugin of the kind went: the host's finalizer is off this parent");
         }
     }
