@@ -25,7 +25,7 @@ pub fn is_cargo_package(source: &str) -> bool {
 /// Where a plugin's component is built, relative to the `target/wasm` directory.
 pub fn sampledb_component(name: &str, source: &str) -> String {
     if is_cargo_package(source) {
-        format!("wasm32-wasip2/release/{}.wasm", source.replace('-', "_"))
+        format!("wasm32-wasip2/wasm/{}.wasm", source.replace('-', "_"))
     } else {
         format!("plugins/{name}.wasm")
     }

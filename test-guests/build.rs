@@ -120,9 +120,9 @@ fn main() {
         &WRAPPERS.iter().map(|(_, p, _)| *p).collect::<Vec<_>>(),
     );
 
-    let out_dir = target_dir.join("wasm32-wasip2").join("release");
+    let out_dir = target_dir.join("wasm32-wasip2").join("wasm");
     let mut consts = String::new();
-    let wrappers_out = wrappers_dir.join("wasm32-wasip2").join("release");
+    let wrappers_out = wrappers_dir.join("wasm32-wasip2").join("wasm");
     let built = COMPONENTS
         .iter()
         .map(|c| (c, &out_dir))
@@ -180,21 +180,11 @@ fn build(root: &Path, target_dir: &Path, packages: &[&str]) {
     cmd.current_dir(&root)
         .args([
             "build",
-            "--release",
+            // The workspace's `wasm` profile, shared with `cargo xtask plugins`.
+            "--profile",
+            "wasm",
             "--target",
             "wasm32-wasip2",
-            "--config",
-            "profile.release.debug=false",
-            "--config",
-            "profile.release.strip=true",
-            // Small components (a ConfigMap holds 1 MiB): the same flags as in
-            // xtask/src/main.rs, or the two builds would keep rebuilding each other's artifacts.
-            "--config",
-            "profile.release.lto=true",
-            "--config",
-            "profile.release.codegen-units=1",
-            "--config",
-            "profile.release.opt-level='s'",
             "--target-dir",
         ])
         .arg(&target_dir);

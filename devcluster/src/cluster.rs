@@ -33,6 +33,17 @@ pub struct Options {
     pub bookmark_interval: Duration,
 }
 
+/// The simulator's settings out of the cluster's (here, so that the simulator does not depend
+/// on the cluster that runs it).
+impl From<&Options> for simulator::Config {
+    fn from(o: &Options) -> Self {
+        Self {
+            ready_delay: o.ready_delay,
+            cron_speedup: o.cron_speedup,
+        }
+    }
+}
+
 impl Default for Options {
     fn default() -> Self {
         Self {

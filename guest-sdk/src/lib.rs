@@ -36,7 +36,7 @@
 //!     }
 //! }
 //!
-//! // In the plugin crate: `windlass_sdk::export!(Greeter);` (only when building for wasm32).
+//! // In the plugin crate: `windlass_sdk::export!(Greeter);` (it exports only on wasm32).
 //!
 //! // Unit tests run natively, without a wasm runtime:
 //! let out = windlass_sdk::testing::Harness::from_yaml(
@@ -197,14 +197,26 @@ pub mod log {
 }
 
 /// Exports a [`Plugin`] as the component's `windlass:plugin/reconciler`. Invoke it once, in
-/// the plugin's crate, for wasm32 only, so the crate can still be linked natively in tests:
+/// the plugin's crate; it exports only when building for wasm32, so the same crate still links
+/// natively in tests:
 ///
 /// ```ignore
-/// #[cfg(target_arch = "wasm32")]
 /// windlass_sdk::export!(MyPlugin);
 /// ```
 #[macro_export]
 macro_rules! export {
+    ($plugin:ty) => {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            $crate::__export_for_wasm!($plugin);
+        };
+    };
+}
+
+/// What [`export!`] expands to on wasm32.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_for_wasm {
     ($plugin:ty) => {
         struct __WindlassExport;
 

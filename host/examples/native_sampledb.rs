@@ -12,7 +12,7 @@
 //! - the storage decision run natively (`run_json`, what the wasm export runs), on the parent
 //!   and its observed children as JSON;
 //! - every desired object server-side applied, decorated by the host's own
-//!   `controller::apply::decorate` (owner reference, labels, provenance annotation);
+//!   `controller::plan::decorate` (owner reference, labels, provenance annotation);
 //! - the status subresource merge-patched by the host's own `controller::status::after_success`
 //!   (fragment, observedGeneration, the `Reconciled` condition).
 //!
@@ -22,7 +22,7 @@
 //! the status fragment only, so `StorageReady` is not written). Each of these costs the host
 //! something; the benchmark counts them as the host's overhead. One difference runs the other
 //! way: the host skips applies and status patches that would change nothing
-//! (`controller::apply::up_to_date`, `merge_is_noop`), while this controller, like a plain
+//! (`controller::plan::up_to_date`, `merge_is_noop`), while this controller, like a plain
 //! kube-runtime controller, sends every apply and status patch on every reconcile.
 //!
 //! `native_sampledb [--kubeconfig FILE] [--concurrency N]`; without `--kubeconfig`, $KUBECONFIG.
@@ -58,8 +58,8 @@ use sampledb_storage::Storage;
 use serde_json::Value;
 use windlass::{
     controller::{
-        apply::{self, FIELD_MANAGER, PARENT_UID_LABEL, ParentRef},
         index::ChildIndex,
+        plan::{self, FIELD_MANAGER, PARENT_UID_LABEL, ParentRef},
         status,
     },
     pipeline::{Desired, Outcome},
@@ -266,7 +266,7 @@ async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Err
     }
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let writes = outcome.desired.iter().map(|desired| {
-        let object = apply::decorate(desired, &parent_ref, apply::Ownership::Controller);
+        let object = plan::decorate(desired, &parent_ref, plan::Ownership::Controller);
         let ar = ctx
             .children
             .iter()

@@ -10,7 +10,7 @@
 //!   devcluster); `ci` runs it first.
 //! - `kube`: builds etcd, kube-apiserver and kube-controller-manager from source at the pinned
 //!   versions (`tools/kube/build.sh`, cached outside the repository) and prints their directory.
-//! - `plugins`: builds the Rust plugins to `target/wasm/wasm32-wasip2/release/` and the Python
+//! - `plugins`: builds the Rust plugins to `target/wasm/wasm32-wasip2/wasm/` and the Python
 //!   and JavaScript ones (installing their toolchains first; their `build.sh` runs their own
 //!   unit tests first) to `target/wasm/plugins/`; the list is `plugins/sampledb_plugins.rs`.
 //! - `dev`: builds the plugins and runs `windlass dev`: the operator on the embedded devcluster.
@@ -96,21 +96,11 @@ fn plugins() -> Result<Vec<PathBuf>> {
     let target_dir = root().join("target").join("wasm");
     let mut args = vec![
         "build",
-        "--release",
+        // The workspace's `wasm` profile: small components, shared with test-guests/build.rs.
+        "--profile",
+        "wasm",
         "--target",
         "wasm32-wasip2",
-        "--config",
-        "profile.release.debug=false",
-        "--config",
-        "profile.release.strip=true",
-        // Small components (a ConfigMap holds 1 MiB): the same flags as in
-        // test-guests/build.rs, or the two builds would keep rebuilding each other's artifacts.
-        "--config",
-        "profile.release.lto=true",
-        "--config",
-        "profile.release.codegen-units=1",
-        "--config",
-        "profile.release.opt-level='s'",
         "--target-dir",
     ];
     let dir = target_dir.to_str().context("target dir is not UTF-8")?;

@@ -41,6 +41,17 @@ pub fn typed_json(obj: &DynamicObject, ar: &ApiResource) -> Result<Value, serde_
     Ok(value)
 }
 
+/// A child as the JSON a plugin observes (`apiVersion` and `kind` set); none, with a warning,
+/// for one that cannot be encoded — not expected of an object decoded from JSON, and said
+/// rather than lost. Reconciles and the canary observe through this.
+pub fn observed_json(child: &DynamicObject, resource: &ApiResource) -> Option<Value> {
+    typed_json(child, resource)
+        .inspect_err(|e| {
+            tracing::warn!(child = %kube::ResourceExt::name_any(child), error = %e, "an observed child cannot be encoded; left out");
+        })
+        .ok()
+}
+
 /// The type fields of `ar`, for an object about to be sent.
 pub fn type_meta(ar: &ApiResource) -> TypeMeta {
     TypeMeta {

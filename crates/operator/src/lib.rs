@@ -7,11 +7,13 @@
 //! - [`controller`]: the controllers (plugin loader, one per parent kind) and their decisions.
 //! - [`crd`]: the WasmPlugin custom resource.
 //! - [`operator`]: the process: admin server, leader election, the controllers while leading.
+//! - [`leader`]: leader election on a Lease.
 //! - [`k8s`]: the API plumbing the rest shares (API per scope, typed JSON).
 
 pub mod admin;
 pub mod controller;
 pub mod crd;
 pub mod k8s;
+pub mod leader;
 pub mod metrics;
 pub mod operator;

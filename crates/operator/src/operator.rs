@@ -13,7 +13,8 @@ use windlass_contract::Engine;
 
 use crate::{
     admin::{self, Health},
-    controller::{self, Settings, Shared, leader::Election},
+    controller::{Settings, Shared, kinds, plugins},
+    leader::{self, Election},
     metrics::Metrics,
 };
 
@@ -66,7 +67,7 @@ pub async fn start(
     );
     let (leading, campaign) = match &config.election {
         Some(election) => {
-            let (leading, campaign) = controller::leader::elect(client, election).await?;
+            let (leading, campaign) = leader::elect(client, election).await?;
             (Some(leading), Some(campaign))
         }
         None => (None, None),
@@ -120,7 +121,7 @@ async fn lead(
                 }
             }
         };
-        controller::run(shared.clone(), lost).await;
+        run_controllers(shared.clone(), lost).await;
         health.leading.store(false, Ordering::Relaxed);
         shared.metrics.leader.set(0);
         if *shutdown.borrow() {
@@ -128,6 +129,20 @@ async fn lead(
         }
         tracing::warn!("lost the lease: controllers stopped, standing by");
     }
+}
+
+/// Runs the plugin loader and the per-kind controllers until `shutdown` resolves.
+async fn run_controllers(
+    shared: Arc<Shared>,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) {
+    let plugins = tokio::spawn(plugins::run(shared.clone()));
+    let kinds = tokio::spawn(kinds::run(shared.clone()));
+    shutdown.await;
+    plugins.abort();
+    kinds.abort();
+    let _ = plugins.await;
+    let _ = kinds.await;
 }
 
 async fn stopped(mut shutdown: watch::Receiver<bool>) {

@@ -17,7 +17,7 @@
 //! A [`Violation`] names the plugin, the object, the field and the [`Rule`].
 //!
 //! What this module cannot know — whether an object of that name already exists and belongs
-//! to someone else — is decided at apply time (`controller::apply::ownership`).
+//! to someone else — is decided at apply time (`controller::plan::claim`).
 
 pub mod amplification;
 mod object;

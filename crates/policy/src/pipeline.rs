@@ -1,6 +1,7 @@
 //! A parent kind's plugins run in order, each one's output checked by the [`Policy`] before the
-//! next one sees it. This is the one implementation of DESIGN.md's reconcile steps 2–3 that both
-//! the controller and `windlass render` use.
+//! next one sees it. This is the one implementation of a reconcile's run step (each plugin in
+//! order, then the policy on its output; docs/ARCHITECTURE.md, "pipeline") that both the
+//! controller and `windlass render` use.
 //!
 //! # Guarantees
 //! - A plugin error (trap, timeout, memory, plugin-error) or a policy violation stops the run

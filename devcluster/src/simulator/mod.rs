@@ -31,7 +31,6 @@ mod statefulset;
 mod workloads;
 
 use crate::api::Cluster;
-use crate::cluster::Options;
 use crate::store::{Event, EventType};
 use backend::Backend;
 use serde_json::{Value, json};
@@ -48,15 +47,6 @@ pub struct Config {
     pub ready_delay: Duration,
     /// CronJob clock speed-up.
     pub cron_speedup: f64,
-}
-
-impl From<&Options> for Config {
-    fn from(o: &Options) -> Self {
-        Self {
-            ready_delay: o.ready_delay,
-            cron_speedup: o.cron_speedup,
-        }
-    }
 }
 
 /// The simulator's handle on the cluster.

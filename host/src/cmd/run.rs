@@ -4,7 +4,8 @@ use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Result;
 use windlass::{
-    controller::{self, fetch::OciSettings, leader::Election},
+    controller::{self, fetch::OciSettings},
+    leader::Election,
     operator, policy,
     runtime::{Runtime, RuntimeConfig},
     source::oci,
@@ -74,13 +75,7 @@ impl Args {
                 name: self.lease_name.clone(),
                 identity: identity.clone(),
                 duration: Duration::from_secs(self.lease_seconds),
-                // At least 2 s: a leader stops leading half the grace before the Lease
-                // expires unless it has seen a renewal since (controller::leader).
-                grace: Duration::from_secs(
-                    (self.lease_seconds / 3)
-                        .max(2)
-                        .min(self.lease_seconds.saturating_sub(1).max(1)),
-                ),
+                grace: Election::grace_for(Duration::from_secs(self.lease_seconds)),
             }),
             settings: controller::Settings {
                 concurrency: self.concurrency,

@@ -17,7 +17,7 @@ use kube::{
     api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
-use windlass::controller::apply::{ADOPT_RETAINED_ANNOTATION, PARENT_ANNOTATION, PARENT_UID_LABEL};
+use windlass::controller::plan::{ADOPT_RETAINED_ANNOTATION, PARENT_ANNOTATION, PARENT_UID_LABEL};
 use windlass_test_guests as guests;
 
 use crate::containment::{hostile_env, reconciled, snapshot};

@@ -14,7 +14,7 @@ use kube::{
 use serde_json::{Value, json};
 use support::*;
 use tokio::sync::watch;
-use windlass::{controller::leader::Election, operator};
+use windlass::{leader::Election, operator};
 use windlass_test_guests as guests;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -83,7 +83,6 @@ fn default_image() -> String {
     "sampledb".to_string()
 }
 
-#[cfg(target_arch = "wasm32")]
 windlass_sdk::export!(Backup);
 
 impl Plugin for Backup {

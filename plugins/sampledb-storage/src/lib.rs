@@ -57,7 +57,7 @@ fn default_image() -> String {
 /// How soon to look again while waiting on replicas or the init Job.
 pub const REQUEUE: Duration = Duration::from_secs(10);
 
-#[cfg(all(target_arch = "wasm32", feature = "export"))]
+#[cfg(feature = "export")]
 windlass_sdk::export!(Storage);
 
 impl Plugin for Storage {

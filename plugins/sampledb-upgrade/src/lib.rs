@@ -69,7 +69,6 @@ pub const REQUEUE: Duration = Duration::from_secs(10);
 /// The condition this plugin reports.
 const CONDITION: &str = "Upgrade";
 
-#[cfg(target_arch = "wasm32")]
 windlass_sdk::export!(Upgrade);
 
 impl Plugin for Upgrade {

@@ -17,7 +17,6 @@ struct Spec {
     message: String,
 }
 
-#[cfg(target_arch = "wasm32")]
 windlass_sdk::export!(Greeter);
 
 impl Plugin for Greeter {

@@ -13,8 +13,9 @@ use serde_json::Value;
 use windlass_contract::Phase;
 use windlass_policy::pipeline::{Input, Pipeline, Stage};
 
-use super::{Error, Shared, apply::PARENT_UID_LABEL, parent::observed_json};
+use super::{error::LoadError, plan::PARENT_UID_LABEL, shared::Shared};
 use crate::crd::WasmPluginSpec;
+use crate::k8s::observed_json;
 
 /// How many existing parents a new version is tried on.
 const CANARY_PARENTS: u32 = 3;
@@ -25,7 +26,7 @@ pub(super) async fn check(
     name: &str,
     spec: &WasmPluginSpec,
     stage: &Stage,
-) -> Result<(), Error> {
+) -> Result<(), LoadError> {
     let Ok((resource, _)) = shared.discovery.resolve(&spec.parent.key()).await else {
         return Ok(()); // no parents can exist yet
     };
@@ -60,7 +61,7 @@ pub(super) async fn check(
     {
         let observed = observe(shared, &parent, &kinds).await?;
         let parent_json =
-            crate::k8s::typed_json(&parent, &resource).map_err(|source| Error::Encode {
+            crate::k8s::typed_json(&parent, &resource).map_err(|source| LoadError::Encode {
                 object: parent.name_any(),
                 source,
             })?;
@@ -72,7 +73,7 @@ pub(super) async fn check(
                 Some(ns) => format!("{ns}/{}", parent.name_any()),
                 None => parent.name_any(),
             };
-            return Err(Error::Canary { parent, source: e });
+            return Err(LoadError::Canary { parent, source: e });
         }
     }
     Ok(())
@@ -85,7 +86,7 @@ async fn observe(
     shared: &Shared,
     parent: &DynamicObject,
     kinds: &BTreeSet<String>,
-) -> Result<Vec<Value>, Error> {
+) -> Result<Vec<Value>, LoadError> {
     let uid = parent.uid().unwrap_or_default();
     let namespace = parent.namespace();
     let selector = format!("{PARENT_UID_LABEL}={uid}");
@@ -104,7 +105,7 @@ async fn observe(
         let children = api.list(&ListParams::default().labels(&selector)).await?;
         observed.extend(children.items.iter().filter_map(|c| observed_json(c, &ar)));
     }
-    Ok(super::apply::ours(observed, &uid))
+    Ok(super::plan::ours(observed, &uid))
 }
 
 /// Runs the candidate pipeline on a blocking thread (plugin calls are synchronous).
@@ -112,7 +113,7 @@ async fn run(
     pipeline: Arc<Pipeline>,
     parent: Value,
     observed: Vec<Value>,
-) -> Result<Result<(), windlass_policy::pipeline::Error>, Error> {
+) -> Result<Result<(), windlass_policy::pipeline::Error>, LoadError> {
     let now = windlass_contract::now_rfc3339();
     tokio::task::spawn_blocking(move || {
         pipeline
@@ -120,5 +121,5 @@ async fn run(
             .map(drop)
     })
     .await
-    .map_err(|e| Error::Join(e.to_string()))
+    .map_err(LoadError::Join)
 }

@@ -8,7 +8,7 @@ use kube::{
     discovery::{ApiCapabilities, ApiResource, Scope, pinned_kind},
 };
 
-use super::Error;
+use super::error::DiscoveryError;
 
 /// A cache of kind → resource, filled on demand from the API server's discovery.
 pub struct Discovery {
@@ -46,8 +46,8 @@ impl Discovery {
     /// The resource of a kind and whether it is namespaced.
     ///
     /// # Errors
-    /// [`Error::Discovery`] when the API server does not serve the kind.
-    pub async fn resolve(&self, key: &str) -> Result<(ApiResource, bool), Error> {
+    /// [`DiscoveryError`] when the API server does not serve the kind.
+    pub async fn resolve(&self, key: &str) -> Result<(ApiResource, bool), DiscoveryError> {
         if let Some(hit) = self
             .cache
             .lock()
@@ -56,15 +56,15 @@ impl Discovery {
         {
             return Ok(hit.clone());
         }
-        let gvk = parse_kind(key).ok_or_else(|| Error::Discovery {
+        let gvk = parse_kind(key).ok_or_else(|| DiscoveryError::Unfit {
             kind: key.to_string(),
             why: "not of the form group/version/Kind".into(),
         })?;
         let (ar, caps): (ApiResource, ApiCapabilities) = pinned_kind(&self.client, &gvk)
             .await
-            .map_err(|e| Error::Discovery {
+            .map_err(|source| DiscoveryError::Api {
                 kind: key.to_string(),
-                why: e.to_string(),
+                source,
             })?;
         let namespaced = matches!(caps.scope, Scope::Namespaced);
         self.cache
@@ -76,7 +76,10 @@ impl Discovery {
 
     /// [`Discovery::resolve`], telling a kind the API server does not serve (`None`: its group
     /// or version is not found, or the kind is not in it) from a failure to ask (an error).
-    pub async fn resolve_served(&self, key: &str) -> Result<Option<(ApiResource, bool)>, Error> {
+    pub async fn resolve_served(
+        &self,
+        key: &str,
+    ) -> Result<Option<(ApiResource, bool)>, DiscoveryError> {
         match self.resolve(key).await {
             Ok(hit) => Ok(Some(hit)),
             Err(e) => {

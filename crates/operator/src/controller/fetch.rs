@@ -7,7 +7,7 @@ use windlass_source::oci;
 
 use crate::crd::PluginSource;
 
-use super::Error;
+use super::error::LoadError;
 
 /// Where OCI sources are pulled from and with which settings.
 #[derive(Debug, Clone, Default)]
@@ -30,19 +30,19 @@ pub struct Fetched {
 /// The OCI options for one WasmPlugin: the host's settings plus its pull secret's credentials.
 ///
 /// # Errors
-/// [`Error::Source`] when the pull secret cannot be read or holds no credentials for the
+/// [`LoadError::Source`] when the pull secret cannot be read or holds no credentials for the
 /// reference's registry.
 pub async fn oci_options(
     client: &Client,
     plugin: &str,
     settings: &OciSettings,
     source: &crate::crd::OciSource,
-) -> Result<oci::Options, Error> {
+) -> Result<oci::Options, LoadError> {
     let mut options = settings.options.clone();
     let Some(secret_name) = &source.pull_secret else {
         return Ok(options);
     };
-    let fail = |why: String| Error::Source {
+    let fail = |why: String| LoadError::Source {
         plugin: plugin.to_string(),
         why: format!("pull secret {}/{secret_name}: {why}", settings.namespace),
     };
@@ -69,7 +69,7 @@ pub async fn oci_options(
 /// them they are made here.
 ///
 /// # Errors
-/// [`Error::Source`] naming the source when it cannot be read; [`Error::Fetch`] when the pin is
+/// [`LoadError::Source`] naming the source when it cannot be read; [`LoadError::Fetch`] when the pin is
 /// malformed (checked before anything is read, whatever the source), does not match, or a
 /// registry pull fails.
 pub async fn fetch(
@@ -78,16 +78,16 @@ pub async fn fetch(
     source: &PluginSource,
     settings: &OciSettings,
     registry: Option<oci::Options>,
-) -> Result<Fetched, Error> {
-    source.validate().map_err(|why| Error::Source {
+) -> Result<Fetched, LoadError> {
+    source.validate().map_err(|why| LoadError::Source {
         plugin: plugin.to_string(),
         why,
     })?;
-    let fail = |why: String| Error::Source {
+    let fail = |why: String| LoadError::Source {
         plugin: plugin.to_string(),
         why: format!("{}: {why}", source.describe()),
     };
-    let refused = |source| Error::Fetch {
+    let refused = |source| LoadError::Fetch {
         plugin: plugin.to_string(),
         source,
     };

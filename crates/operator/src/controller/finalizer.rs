@@ -19,10 +19,10 @@ use kube::{
 use serde_json::{Value, json};
 
 use super::{
-    Error, apply,
-    kinds::KindCtx,
-    parent::{delete_children, parent_api, write_status},
-    status,
+    apply::{api_for, delete_children, parent_api, publish_warning, write_status},
+    context::KindCtx,
+    error::ReconcileError,
+    plan, status,
 };
 
 /// The finalizer the host holds while a plugin has cleanup to do.
@@ -56,7 +56,7 @@ pub(super) async fn hold(
     obj: &DynamicObject,
     ctx: &KindCtx,
     finalizing: bool,
-) -> Result<bool, Error> {
+) -> Result<bool, ReconcileError> {
     let deleting = obj.metadata.deletion_timestamp.is_some();
     let held = obj.finalizers().iter().any(|f| f == FINALIZER);
     if deleting {
@@ -69,7 +69,7 @@ pub(super) async fn hold(
 }
 
 /// After a finalize phase every plugin completed: removes the host's finalizer, then deletes
-/// what the host held for the parent ([`apply::held`], among `observed`) as the garbage
+/// what the host held for the parent ([`plan::held`], among `observed`) as the garbage
 /// collector would have, unless the parent is deleted with `orphan`, and forgets the parent's
 /// rate-limit buckets.
 ///
@@ -81,10 +81,10 @@ pub(super) async fn release(
     obj: &DynamicObject,
     ctx: &KindCtx,
     observed: &[Value],
-) -> Result<(), Error> {
+) -> Result<(), ReconcileError> {
     set(obj, ctx, false).await?;
     if !obj.finalizers().iter().any(|f| f == ORPHAN) {
-        let held: Vec<&Value> = apply::held(observed).collect();
+        let held: Vec<&Value> = plan::held(observed).collect();
         delete_children(
             ctx,
             &held,
@@ -100,7 +100,7 @@ pub(super) async fn release(
 
 /// Whether the parent, read again from the API, is still this one (same uid) and still holds
 /// the host's finalizer.
-pub(super) async fn still_held(obj: &DynamicObject, ctx: &KindCtx) -> Result<bool, Error> {
+pub(super) async fn still_held(obj: &DynamicObject, ctx: &KindCtx) -> Result<bool, ReconcileError> {
     let current = parent_api(obj, ctx)?.get_opt(&obj.name_any()).await?;
     Ok(current
         .is_some_and(|p| p.uid() == obj.uid() && p.finalizers().iter().any(|f| f == FINALIZER)))
@@ -108,7 +108,7 @@ pub(super) async fn still_held(obj: &DynamicObject, ctx: &KindCtx) -> Result<boo
 
 /// Whether an administrator asked to release this parent: `Ok(true)` for
 /// `windlass.dev/release: keep-data`, an error naming the annotation for any other value.
-pub(super) fn release_asked(obj: &DynamicObject) -> Result<bool, Error> {
+pub(super) fn release_asked(obj: &DynamicObject) -> Result<bool, ReconcileError> {
     match obj
         .annotations()
         .get(RELEASE_ANNOTATION)
@@ -116,7 +116,7 @@ pub(super) fn release_asked(obj: &DynamicObject) -> Result<bool, Error> {
     {
         None => Ok(false),
         Some(KEEP_DATA) => Ok(true),
-        Some(other) => Err(Error::Release {
+        Some(other) => Err(ReconcileError::Release {
             parent: obj.name_any(),
             why: format!(
                 "annotation {RELEASE_ANNOTATION} is {other:?}; the one release the host knows is {KEEP_DATA:?}, so nothing was released"
@@ -126,9 +126,9 @@ pub(super) fn release_asked(obj: &DynamicObject) -> Result<bool, Error> {
 }
 
 /// Whether an observed child holds data: a StatefulSet with claim templates
-/// ([`apply::holds_data`]) or an object of [`DATA_KINDS`].
+/// ([`plan::holds_data`]) or an object of [`DATA_KINDS`].
 pub fn keeps_data(child: &Value) -> bool {
-    apply::holds_data(child) || DATA_KINDS.contains(&windlass_policy::kind_of(child).as_str())
+    plan::holds_data(child) || DATA_KINDS.contains(&windlass_policy::kind_of(child).as_str())
 }
 
 /// The administrator's way out of a finalize phase that does not complete: every data-bearing
@@ -140,7 +140,7 @@ pub(super) async fn release_keeping_data(
     obj: &DynamicObject,
     ctx: &KindCtx,
     observed: &[Value],
-) -> Result<(), Error> {
+) -> Result<(), ReconcileError> {
     let uid = obj.uid().unwrap_or_default();
     let mut kept = Vec::new();
     for child in observed.iter().filter(|c| keeps_data(c)) {
@@ -163,10 +163,10 @@ pub(super) async fn release_keeping_data(
             "ownerReferences": remaining,
             "resourceVersion": child.pointer("/metadata/resourceVersion"),
         }});
-        let api = super::parent::api_for(ctx, &key.kind, key.namespace.as_deref()).await?;
+        let api = api_for(ctx, &key.kind, key.namespace.as_deref()).await?;
         api.patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
-            .map_err(|source| Error::Apply {
+            .map_err(|source| ReconcileError::Apply {
                 object: key.to_string(),
                 source,
             })?;
@@ -185,7 +185,7 @@ pub(super) async fn release_keeping_data(
         }
     );
     tracing::warn!(parent = %obj.name_any(), "{note}");
-    super::parent::publish_warning(obj, ctx, "Released", &note).await;
+    publish_warning(obj, ctx, "Released", &note).await;
     Ok(())
 }
 
@@ -282,20 +282,20 @@ pub(super) async fn report_stuck(
         generation,
         &windlass_contract::now_rfc3339(),
     )}});
-    if !apply::merge_is_noop(parent, &patch)
+    if !plan::merge_is_noop(parent, &patch)
         && let Err(e) = write_status(obj, ctx, &patch).await
     {
         tracing::warn!(error = %e, "writing the FinalizeStuck condition");
     }
     if !was_stuck {
         tracing::warn!(parent = %obj.name_any(), "{message}");
-        super::parent::publish_warning(obj, ctx, STUCK, &message).await;
+        publish_warning(obj, ctx, STUCK, &message).await;
     }
 }
 
 /// Adds or removes the host's finalizer on the parent ([`set_on`] its API).
-async fn set(obj: &DynamicObject, ctx: &KindCtx, present: bool) -> Result<(), Error> {
-    set_on(&parent_api(obj, ctx)?, obj, present).await
+async fn set(obj: &DynamicObject, ctx: &KindCtx, present: bool) -> Result<(), ReconcileError> {
+    Ok(set_on(&parent_api(obj, ctx)?, obj, present).await?)
 }
 
 /// Adds or removes the host's finalizer on `obj` through `api` (its kind's, in its namespace),
@@ -307,7 +307,7 @@ pub(super) async fn set_on(
     api: &Api<DynamicObject>,
     obj: &DynamicObject,
     present: bool,
-) -> Result<(), Error> {
+) -> Result<(), kube::Error> {
     let mut current = obj.clone();
     for attempt in 1..=3 {
         let mut finalizers: Vec<String> = current.finalizers().to_vec();
@@ -335,7 +335,7 @@ pub(super) async fn set_on(
                     return Ok(());
                 }
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         }
     }
     Ok(())

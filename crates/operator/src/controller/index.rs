@@ -23,7 +23,7 @@ use std::{
 
 use kube::{ResourceExt, api::DynamicObject, runtime::watcher::Event};
 
-use super::apply::PARENT_UID_LABEL;
+use super::plan::PARENT_UID_LABEL;
 
 /// (namespace, name); namespace is empty for cluster-scoped objects.
 pub type Key = (String, String);

@@ -21,53 +21,25 @@ use kube::{
     },
 };
 
+use tokio_util::task::AbortOnDropHandle;
+
 use super::{
-    Error, Owned, Shared, apply::PARENT_UID_LABEL, index::ChildIndex, parent, queue::Queue,
+    context::{Cache, KindCtx},
+    error::DiscoveryError,
+    index::ChildIndex,
+    parent,
+    plan::PARENT_UID_LABEL,
+    queue::Queue,
     remembered::Remembered,
+    shared::Shared,
 };
 use crate::crd::ParentKind;
-
-/// What a parent kind's reconciles share.
-pub struct KindCtx {
-    /// Everything.
-    pub shared: Arc<Shared>,
-    /// The parent kind.
-    pub parent: ParentKind,
-    /// The parent resource.
-    pub resource: ApiResource,
-    /// Whether parents are namespaced.
-    pub namespaced: bool,
-    /// Watch caches of observed kinds.
-    pub caches: Vec<Cache>,
-    /// What is remembered per parent (its reference, its failures), until it is deleted.
-    pub remembered: Remembered,
-    /// Parents waiting for a reconcile (the queue-depth metric).
-    pub queue: Arc<Queue>,
-}
-
-impl std::fmt::Debug for KindCtx {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KindCtx")
-            .field("parent", &self.parent)
-            .finish_non_exhaustive()
-    }
-}
-
-/// The watch cache of one observed kind.
-pub struct Cache {
-    /// The kind's resource.
-    pub resource: ApiResource,
-    /// The objects.
-    pub store: Store<DynamicObject>,
-    /// Which of them belong to which parent.
-    pub index: Arc<ChildIndex>,
-}
 
 /// Keeps one controller running per parent kind with a pipeline, until aborted.
 pub async fn run(shared: Arc<Shared>) {
     let mut changes = shared.registry.subscribe();
-    // Owned, so that this task being aborted (the lease lost, shutdown) stops every controller.
-    let mut running: HashMap<String, (BTreeSet<String>, Owned)> = HashMap::new();
+    // Aborted on drop, so that this task being aborted (the lease lost, shutdown) stops every controller.
+    let mut running: HashMap<String, (BTreeSet<String>, AbortOnDropHandle<()>)> = HashMap::new();
     loop {
         let wanted = shared.registry.kinds();
         running.retain(|kind, (observed, task)| {
@@ -91,7 +63,10 @@ pub async fn run(shared: Arc<Shared>) {
             match start(shared.clone(), plan.parent.clone(), &plan.observed).await {
                 Ok(task) => {
                     tracing::info!(kind, observed = ?plan.observed, "started the controller of this kind");
-                    running.insert(kind.clone(), (plan.observed.clone(), Owned(task)));
+                    running.insert(
+                        kind.clone(),
+                        (plan.observed.clone(), AbortOnDropHandle::new(task)),
+                    );
                 }
                 Err(e) => {
                     tracing::warn!(kind, error = %e, "cannot start the controller of this kind yet");
@@ -116,7 +91,7 @@ async fn start(
     shared: Arc<Shared>,
     parent: ParentKind,
     observed: &BTreeSet<String>,
-) -> Result<tokio::task::JoinHandle<()>, Error> {
+) -> Result<tokio::task::JoinHandle<()>, DiscoveryError> {
     let key = parent.key();
     let (resource, namespaced) = shared.discovery.resolve(&key).await?;
     let queue = Arc::new(Queue::new(shared.metrics.queue_depth_of(&key)));
@@ -128,7 +103,7 @@ async fn start(
         let (cache, triggers, feeder) = watch_children(&shared, &ar, &queue);
         caches.push(cache);
         children.push((ar, triggers));
-        feeders.push(Owned(feeder));
+        feeders.push(AbortOnDropHandle::new(feeder));
     }
     let api: Api<DynamicObject> = Api::all_with(shared.client.clone(), &resource);
     let writer = reflector::store::Writer::new(resource.clone());
@@ -152,7 +127,7 @@ async fn start(
     let stream =
         reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
     let (parent_triggers, feeder) = feed_parents(stream, queue.clone(), Arc::downgrade(&ctx));
-    feeders.push(Owned(feeder));
+    feeders.push(AbortOnDropHandle::new(feeder));
     let swapped = queue;
     let mut controller = Controller::for_stream_with(parent_triggers, parents, resource)
         .with_config(ControllerConfig::default().concurrency(shared.settings.concurrency))
@@ -345,6 +320,24 @@ fn each_change(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn dropping_a_controllers_handle_stops_its_task() {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
+        let task = AbortOnDropHandle::new(tokio::spawn(async move {
+            // Holds the sender until stopped.
+            let _tx = tx;
+            std::future::pending::<()>().await;
+        }));
+        drop(task);
+        // The sender is dropped only if the task was stopped.
+        assert!(
+            tokio::time::timeout(Duration::from_secs(5), rx.recv())
+                .await
+                .is_ok_and(|v| v.is_none()),
+            "the task still runs"
+        );
+    }
 
     fn store() -> (
         reflector::store::Writer<DynamicObject>,

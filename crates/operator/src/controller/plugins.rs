@@ -20,7 +20,9 @@ use kube::{
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{Error, Owned, Shared, fetch, retire, status};
+use tokio_util::task::AbortOnDropHandle;
+
+use super::{error::LoadError, fetch, retire, shared::Shared, status};
 use windlass_contract::{InstanceMode, Limits, LoadOptions};
 use windlass_policy::{
     Grants, PodGrants, Policy,
@@ -36,16 +38,16 @@ const LOADER: &str = "WasmPlugin";
 struct Loader {
     shared: Arc<Shared>,
     specs: Mutex<HashMap<String, WasmPlugin>>,
-    config_maps: Mutex<HashMap<(String, String), Owned>>,
+    config_maps: Mutex<HashMap<(String, String), AbortOnDropHandle<()>>>,
     /// The manifest digest each OCI-sourced WasmPlugin was last loaded from.
     manifests: Mutex<HashMap<String, String>>,
-    /// WasmPlugins whose last load failed for a reason that may pass ([`Error::is_transient`]):
+    /// WasmPlugins whose last load failed for a reason that may pass ([`LoadError::is_transient`]):
     /// tried again on the poll interval.
     retry: Mutex<BTreeSet<String>>,
     reload: mpsc::UnboundedSender<String>,
     /// Deleting WasmPlugins, each watched until no parent's finalize phase needs it
     /// (`retire.rs`).
-    retiring: Mutex<HashMap<String, Owned>>,
+    retiring: Mutex<HashMap<String, AbortOnDropHandle<()>>>,
 }
 
 /// Watches WasmPlugins and keeps the registry in step with them, until aborted.
@@ -62,12 +64,12 @@ pub async fn run(shared: Arc<Shared>) {
     });
     // Tags move: re-resolve every OCI source on an interval. A load whose manifest digest did
     // not change stops after one HEAD request.
-    // Owned: when this task is aborted, they stop too (the worker holds the loader, and with it
+    // Aborted on drop: when this task is aborted, they stop too (the worker holds the loader, and with it
     // every ConfigMap watch).
     let _poll = {
         let loader = loader.clone();
         let every = shared.settings.oci_poll;
-        Owned::spawn(async move {
+        AbortOnDropHandle::new(tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
             tick.tick().await;
             loop {
@@ -83,18 +85,18 @@ pub async fn run(shared: Arc<Shared>) {
                     let _ = loader.reload.send(name);
                 }
             }
-        })
+        }))
     };
     let _worker = {
         let loader = loader.clone();
-        Owned::spawn(async move {
+        AbortOnDropHandle::new(tokio::spawn(async move {
             while let Some(name) = rx.recv().await {
                 let wp = loader.lock_specs().get(&name).cloned();
                 if let Some(wp) = wp {
                     loader.load(&wp).await;
                 }
             }
-        })
+        }))
     };
     let api: Api<WasmPlugin> = Api::all(shared.client.clone());
     let mut events = watcher(api, watcher::Config::default())
@@ -180,7 +182,7 @@ impl Loader {
         // Weak: the task must not keep the loader (and itself) alive once the loader stops.
         let weak = Arc::downgrade(self);
         let name_owned = name.to_string();
-        let task = Owned::spawn(async move {
+        let task = AbortOnDropHandle::new(tokio::spawn(async move {
             let name = name_owned;
             loop {
                 let Some(loader) = weak.upgrade() else {
@@ -198,7 +200,7 @@ impl Loader {
                 drop(loader);
                 tokio::time::sleep(Duration::from_secs(2)).await;
             }
-        });
+        }));
         retiring.insert(name.to_string(), task);
     }
 
@@ -298,7 +300,7 @@ impl Loader {
         name: &str,
         spec: &WasmPluginSpec,
         serving: Option<&(String, WasmPluginSpec)>,
-    ) -> Result<bool, Error> {
+    ) -> Result<bool, LoadError> {
         let shared = &self.shared;
         let mut manifest = None;
         // The registry options (the pull secret read once per load, for the resolve and the
@@ -309,7 +311,7 @@ impl Loader {
                 fetch::oci_options(&shared.client, name, &shared.settings.oci, oci_source).await?;
             let resolved = windlass_source::oci::resolve(&oci_source.reference, &options)
                 .await
-                .map_err(|source| Error::Fetch {
+                .map_err(|source| LoadError::Fetch {
                     plugin: name.to_string(),
                     source,
                 })?;
@@ -350,10 +352,10 @@ impl Loader {
         let plugin =
             tokio::task::spawn_blocking(move || engine.load(&label, &fetched.bytes, options))
                 .await
-                .map_err(|e| Error::Join(e.to_string()))??;
+                .map_err(LoadError::Join)??;
         let wanted = spec.parent.key();
         if !plugin.info().parent_kinds.contains(&wanted) {
-            return Err(Error::WrongParentKind {
+            return Err(LoadError::WrongParentKind {
                 plugin: plugin.name().to_string(),
                 wanted,
                 declared: plugin.info().parent_kinds.clone(),
@@ -373,10 +375,10 @@ impl Loader {
                 }
                 Ok((_, true)) => {}
                 Err(e) => {
-                    return Err(Error::KindNotServed {
+                    return Err(LoadError::KindNotServed {
                         plugin: plugin.name().to_string(),
                         kind: kind.clone(),
-                        why: e.to_string(),
+                        source: e,
                     });
                 }
             }
@@ -387,7 +389,7 @@ impl Loader {
         };
         grants
             .check_reads(&policy, &info.reads_kinds)
-            .map_err(|why| Error::NotGranted {
+            .map_err(|why| LoadError::NotGranted {
                 plugin: plugin.name().to_string(),
                 why,
             })?;
@@ -435,7 +437,7 @@ impl Loader {
         let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
         let loader = Arc::downgrade(self);
         let (ns, cm) = key.clone();
-        let task = Owned::spawn(async move {
+        let task = AbortOnDropHandle::new(tokio::spawn(async move {
             let mut events = watcher(api, config)
                 .default_backoff()
                 .applied_objects()
@@ -463,7 +465,7 @@ impl Loader {
                     let _ = loader.reload.send(user);
                 }
             }
-        });
+        }));
         watches.insert(key, task);
         self.show("config_map_watches", watches.len());
     }
@@ -471,7 +473,7 @@ impl Loader {
     async fn write_status(
         &self,
         wp: &WasmPlugin,
-        error: Option<&Error>,
+        error: Option<&LoadError>,
     ) -> Result<(), kube::Error> {
         let name = wp.name_any();
         let serving = self.shared.registry.serving(&name);

@@ -24,8 +24,9 @@ use kube::{
 use serde_json::{Value, json};
 
 use super::{
-    Error, Shared,
+    error::LoadError,
     finalizer::{self, FINALIZER},
+    shared::Shared,
     status,
 };
 use crate::crd::WasmPlugin;
@@ -59,7 +60,7 @@ pub(super) enum Step {
 
 /// One look at WasmPlugin `name`: read it, and if it is being deleted and no deleting parent
 /// of its kind holds the host's finalizer, remove [`IN_USE`].
-pub(super) async fn step(shared: &Shared, name: &str) -> Result<Step, Error> {
+pub(super) async fn step(shared: &Shared, name: &str) -> Result<Step, LoadError> {
     let api: Api<WasmPlugin> = Api::all(shared.client.clone());
     let Some(wp) = api.get_opt(name).await? else {
         return Ok(Step::Nothing);
@@ -107,7 +108,7 @@ pub(super) async fn step(shared: &Shared, name: &str) -> Result<Step, Error> {
 /// finalizer off the kind's live parents, since no controller of the kind is left to remove it
 /// on their deletion. Done again after 2 s for a parent a reconcile still in flight held again
 /// meanwhile.
-pub(super) async fn orphan_parents(shared: &Shared, kind: &str) -> Result<(), Error> {
+pub(super) async fn orphan_parents(shared: &Shared, kind: &str) -> Result<(), LoadError> {
     // Not served: no parents.
     let Some((resource, _)) = shared.discovery.resolve_served(kind).await? else {
         return Ok(());
@@ -144,7 +145,7 @@ fn describe(p: &DynamicObject) -> String {
 }
 
 /// The `Retiring` condition: which parents the deletion waits for (the first ten).
-async fn show_waiting(shared: &Shared, wp: &WasmPlugin, names: &[String]) -> Result<(), Error> {
+async fn show_waiting(shared: &Shared, wp: &WasmPlugin, names: &[String]) -> Result<(), LoadError> {
     let shown: Vec<&str> = names.iter().take(10).map(String::as_str).collect();
     let more = names.len().saturating_sub(shown.len());
     let message = format!(

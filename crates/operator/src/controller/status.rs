@@ -1,7 +1,7 @@
 //! The parent's status as the host writes it: plugin status fragments, one condition per
 //! plugin-reported type plus the host's own `Reconciled`, and observedGeneration; and the
 //! condition merge the WasmPlugin status uses too. Pure; the writes (merge patches of the
-//! status subresource) live in `parent.rs` and `plugins.rs`.
+//! status subresource) live in `apply.rs` and `plugins.rs`.
 
 use std::collections::BTreeMap;
 
@@ -76,7 +76,7 @@ pub fn after_success(parent: &Value, outcome: &Outcome, now: &str) -> Value {
 
 /// The status merge patch after a failed run (a plugin, the policy or the API): only the host's
 /// condition changes; plugin conditions and fields stay as the last successful run left them.
-pub fn after_failure(parent: &Value, error: &super::Error, now: &str) -> Value {
+pub fn after_failure(parent: &Value, error: &super::error::ReconcileError, now: &str) -> Value {
     let generation = parent
         .pointer("/metadata/generation")
         .and_then(Value::as_i64)
@@ -240,10 +240,11 @@ mod tests {
     fn a_failure_message_of_plugin_chosen_length_is_cut_to_the_api_limit() {
         // From a plugin (through the pipeline) and from the host's own steps alike: a source
         // or an API error quotes names and server text of any length too.
-        let errors: [super::super::Error; 2] = [
+        let errors: [super::super::error::ReconcileError; 2] = [
             Error::Parent("é".repeat(100_000)).into(),
-            super::super::Error::Source {
+            super::super::error::ReconcileError::NotOwned {
                 plugin: "p".into(),
+                object: "v1/Secret db/x".into(),
                 why: "é".repeat(100_000),
             },
         ];

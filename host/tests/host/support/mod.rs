@@ -31,10 +31,7 @@ use kube::{
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use windlass::{
-    controller::{Settings, leader::Election},
-    crd::WasmPlugin,
-    operator,
-    runtime::RuntimeConfig,
+    controller::Settings, crd::WasmPlugin, leader::Election, operator, runtime::RuntimeConfig,
 };
 use windlass_devcluster::{DevCluster, Options};
 use windlass_kubeplane::ControlPlane;

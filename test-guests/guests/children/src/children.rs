@@ -4,7 +4,6 @@ use windlass_sdk::{Context, Info, Output, Plugin, Result, json};
 
 struct Children;
 
-#[cfg(target_arch = "wasm32")]
 windlass_sdk::export!(Children);
 
 #[derive(serde::Deserialize)]

@@ -12,7 +12,6 @@ use sampledb_storage::Storage;
 /// The storage plugin, broken on some parents.
 pub struct Flaky;
 
-#[cfg(target_arch = "wasm32")]
 windlass_sdk::export!(Flaky);
 
 /// Whether the config says to misbehave on this parent, and how.

@@ -5,7 +5,6 @@ use windlass_sdk::{Context, Info, Output, Plugin, Result};
 
 struct Loop;
 
-#[cfg(target_arch = "wasm32")]
 windlass_sdk::export!(Loop);
 
 impl Plugin for Loop {

@@ -5,7 +5,6 @@ use windlass_sdk::{Context, Info, Output, Plugin, Result, json};
 
 struct ManyObjects;
 
-#[cfg(target_arch = "wasm32")]
 windlass_sdk::export!(ManyObjects);
 
 impl Plugin for ManyObjects {

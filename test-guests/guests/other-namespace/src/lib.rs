@@ -5,7 +5,6 @@ use windlass_sdk::{Context, Info, Output, Plugin, Result, json};
 
 struct OtherNamespace;
 
-#[cfg(target_arch = "wasm32")]
 windlass_sdk::export!(OtherNamespace);
 
 impl Plugin for OtherNamespace {

@@ -5,7 +5,6 @@ use windlass_sdk::{Context, Error, Info, Output, Plugin, Result};
 
 struct ReadEnv;
 
-#[cfg(target_arch = "wasm32")]
 windlass_sdk::export!(ReadEnv);
 
 impl Plugin for ReadEnv {

@@ -5,7 +5,6 @@ use windlass_sdk::{Context, Error, Info, Output, Plugin, Result};
 
 struct ReadFile;
 
-#[cfg(target_arch = "wasm32")]
 windlass_sdk::export!(ReadFile);
 
 impl Plugin for ReadFile {

@@ -7,7 +7,6 @@ use windlass_sdk::{Context, Error, Info, Output, Plugin, Result};
 
 struct Socket;
 
-#[cfg(target_arch = "wasm32")]
 windlass_sdk::export!(Socket);
 
 impl Plugin for Socket {

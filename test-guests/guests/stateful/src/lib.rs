@@ -10,7 +10,6 @@ static CALLS: AtomicU32 = AtomicU32::new(0);
 
 struct Stateful;
 
-#[cfg(target_arch = "wasm32")]
 windlass_sdk::export!(Stateful);
 
 impl Plugin for Stateful {

@@ -43,6 +43,16 @@ pub struct Election {
     pub grace: Duration,
 }
 
+impl Election {
+    /// The grace for a lease of `duration`: a third of it, at least 2 s (a leader stops
+    /// leading half the grace before the Lease expires unless it has seen a renewal since), and
+    /// always shorter than the lease itself (at least 1 s). Whole seconds, as the Lease counts.
+    pub fn grace_for(duration: Duration) -> Duration {
+        let seconds = duration.as_secs();
+        Duration::from_secs((seconds / 3).max(2).min(seconds.saturating_sub(1).max(1)))
+    }
+}
+
 /// How often a standby reads the Lease, and how long one request may take.
 const POLL: Duration = Duration::from_millis(250);
 
@@ -351,4 +361,20 @@ async fn bounded<T>(limit: Duration, request: impl Future<Output = T>) -> Option
 
 fn seconds(d: Duration) -> i32 {
     i32::try_from(d.as_secs().max(1)).unwrap_or(i32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_grace_is_a_third_of_the_lease_at_least_two_seconds_and_shorter_than_the_lease() {
+        let grace = |s| Election::grace_for(Duration::from_secs(s)).as_secs();
+        assert_eq!(grace(15), 5);
+        assert_eq!(grace(60), 20);
+        assert_eq!(grace(4), 2);
+        // Too short a lease for 2 s: still shorter than the lease.
+        assert_eq!(grace(2), 1);
+        assert_eq!(grace(1), 1);
+    }
 }

@@ -1,0 +1,123 @@
+//! What every part of the controller shares: the client, the engine, the pipelines, metrics,
+//! events, discovery, the settings and the per-parent rate limits.
+
+use std::{sync::Arc, time::Duration};
+
+use kube::{Client, runtime::events::Recorder};
+use windlass_contract::Engine;
+
+use super::{discovery::Discovery, fetch, limits, registry::Registry};
+use crate::metrics::Metrics;
+
+/// Settings of the controller.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Parents reconciled at once per kind.
+    pub concurrency: u16,
+    /// Reconcile every parent at least this often.
+    pub resync: Duration,
+    /// First retry delay after a failed reconcile; doubles per failure.
+    pub backoff_base: Duration,
+    /// Longest retry delay.
+    pub backoff_max: Duration,
+    /// OCI registries and the namespace of pull secrets.
+    pub oci: fetch::OciSettings,
+    /// How often OCI tags are re-resolved; a moved tag triggers the normal verified swap.
+    pub oci_poll: Duration,
+    /// The earliest a plugin may ask to be run again (`requeue-after`). Default 1 s.
+    pub min_requeue: Duration,
+    /// Reconciles of one parent in a burst, then one per `reconcile_every`. Default 10.
+    pub reconcile_burst: u32,
+    /// Default 500 ms: a parent is reconciled at most twice a second after its burst.
+    pub reconcile_every: Duration,
+    /// Plugin events on one parent in a burst, then one per `event_every` (client-go's spam
+    /// filter: 25, then one per 5 minutes). Beyond that they are dropped and counted.
+    pub event_burst: u32,
+    /// Default 5 min.
+    pub event_every: Duration,
+    /// The host's own ServiceAccount, which no plugin's pod may use.
+    pub host_account: Option<windlass_policy::HostAccount>,
+    /// How long a deleting parent's finalize phase may go uncompleted before the host says it
+    /// is stuck: the `FinalizeStuck` condition, a Warning event and the `finalize_stuck`
+    /// gauge, naming the plugins that hold it. Default 10 min.
+    pub finalize_stuck_after: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            concurrency: 16,
+            resync: Duration::from_secs(600),
+            backoff_base: Duration::from_millis(500),
+            backoff_max: Duration::from_secs(300),
+            oci: fetch::OciSettings::default(),
+            oci_poll: Duration::from_secs(300),
+            min_requeue: Duration::from_secs(1),
+            reconcile_burst: 10,
+            finalize_stuck_after: Duration::from_secs(600),
+            reconcile_every: Duration::from_millis(500),
+            event_burst: 25,
+            event_every: Duration::from_secs(300),
+            host_account: None,
+        }
+    }
+}
+
+/// What every part of the controller shares.
+pub struct Shared {
+    /// The API client.
+    pub client: Client,
+    /// Loads plugins (the wasmtime runtime in the `windlass` binary).
+    pub engine: Arc<dyn Engine>,
+    /// The pipelines.
+    pub registry: Arc<Registry>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Events on parents and WasmPlugins.
+    pub recorder: Recorder,
+    /// Kinds the API server serves.
+    pub discovery: Discovery,
+    /// Settings.
+    pub settings: Settings,
+    /// Reconciles per parent uid.
+    pub reconciles: limits::Buckets,
+    /// Plugin events per parent uid.
+    pub events: limits::Buckets,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    /// Everything the controller needs, around a client and an engine.
+    pub fn new(
+        client: Client,
+        engine: Arc<dyn Engine>,
+        metrics: Arc<Metrics>,
+        settings: Settings,
+        instance: &str,
+    ) -> Arc<Self> {
+        let reporter = kube::runtime::events::Reporter {
+            controller: "windlass".into(),
+            instance: Some(instance.to_string()),
+        };
+        let registry = Arc::new(Registry::default());
+        registry.set_host_account(settings.host_account.clone());
+        Arc::new(Shared {
+            reconciles: limits::Buckets::new(settings.reconcile_burst, settings.reconcile_every),
+            events: limits::Buckets::new(settings.event_burst, settings.event_every),
+            recorder: Recorder::new(client.clone(), reporter),
+            discovery: Discovery::new(client.clone()),
+            client,
+            engine,
+            registry,
+            metrics,
+            settings,
+        })
+    }
+}
