@@ -418,7 +418,7 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Progress, Progress)> {
                     "config": {"image": "sampledb"},
                     // As `windlass dev` grants it: Secrets reach a plugin only by grant, and
                     // the storage plugin must see the credentials Secret it generated.
-                    "grants": windlass::dev::STORAGE_GRANTS,
+                    "grants": windlass::dev::sampledb_spec("sampledb-storage", "/grants"),
                 },
             })),
         )

@@ -270,34 +270,60 @@ pub async fn wait_plugins_ready(client: &Client, names: &[&str], timeout: Durati
     }
 }
 
-/// What `windlass dev` grants the SampleDB storage plugin: the kinds it declares, named, so
-/// that `v1/Secret` is named and the plugin sees the credentials Secret it generated (it keeps
-/// the password rather than rotating it). Every other plugin gets what it declares
-/// (`grants` absent), which never includes reading Secrets.
-pub const STORAGE_GRANTS: &[&str] = &[
-    "v1/Service",
-    "apps/v1/StatefulSet",
-    "v1/ConfigMap",
-    "v1/Secret",
-    "batch/v1/Job",
+/// The SampleDB WasmPlugins as manifests without their source, by name: what each is granted
+/// and given (`plugins/<name>/wasmplugin.yaml`). The one place this is written: `windlass dev`
+/// applies them, and the Helm preset must say the same (`helm::the_preset_is_the_plugins_manifests`).
+pub const SAMPLEDB_MANIFESTS: &[(&str, &str)] = &[
+    (
+        "sampledb-storage",
+        include_str!("../../plugins/sampledb-storage/wasmplugin.yaml"),
+    ),
+    (
+        "sampledb-backup",
+        include_str!("../../plugins/sampledb-backup/wasmplugin.yaml"),
+    ),
+    (
+        "sampledb-upgrade",
+        include_str!("../../plugins/sampledb-upgrade/wasmplugin.yaml"),
+    ),
+    (
+        "sampledb-primary",
+        include_str!("../../plugins/sampledb-primary/wasmplugin.yaml"),
+    ),
+    (
+        "sampledb-conventions",
+        include_str!("../../plugins/sampledb-conventions/wasmplugin.yaml"),
+    ),
+    (
+        "sampledb-chaos",
+        include_str!("../../plugins/sampledb-chaos/wasmplugin.yaml"),
+    ),
 ];
 
-/// What `windlass dev` grants the SampleDB chaos plugin: the ServiceAccount, Role and
-/// RoleBinding its CronJob's pods run with (privileged kinds, never granted by declaring
-/// them), and the CronJob.
-pub const CHAOS_GRANTS: &[&str] = &[
-    "v1/ServiceAccount",
-    "rbac.authorization.k8s.io/v1/Role",
-    "rbac.authorization.k8s.io/v1/RoleBinding",
-    "batch/v1/CronJob",
-];
+/// The manifest of the SampleDB WasmPlugin `name` (without a source), if it is one.
+///
+/// # Panics
+/// When a manifest under `plugins/` is not YAML (a test parses every one).
+pub fn sampledb_manifest(name: &str) -> Option<Value> {
+    SAMPLEDB_MANIFESTS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(n, text)| {
+            serde_yaml::from_str(text)
+                .unwrap_or_else(|e| panic!("plugins/{n}/wasmplugin.yaml: {e}"))
+        })
+}
 
-/// The ServiceAccount the chaos plugin's pods may run as, with its token: the one named after
-/// their SampleDB (`{parent}` is the parent's name), so no database's chaos runs as another's.
-pub const CHAOS_ACCOUNT: &str = "{parent}-chaos";
-
-/// The backup volume `windlass dev` names in the backup and upgrade plugins' config.
-pub const BACKUP_CLAIM: &str = "sampledb-backups";
+/// A field of a SampleDB WasmPlugin's spec (a JSON pointer below `spec`): what its manifest
+/// gives it, for tests and benchmarks that make the WasmPlugin themselves.
+///
+/// # Panics
+/// When there is no such plugin or field.
+pub fn sampledb_spec(name: &str, pointer: &str) -> Value {
+    sampledb_manifest(name)
+        .and_then(|m| m["spec"].pointer(pointer).cloned())
+        .unwrap_or_else(|| panic!("plugins/{name}/wasmplugin.yaml has no spec{pointer}"))
+}
 
 async fn install_plugin(
     client: &Client,
@@ -332,32 +358,19 @@ async fn install_plugin(
             .with_context(|| format!("resolving plugin {}", path.display()))?;
         (json!({"file": {"path": path}}), "Reuse")
     };
-    let mut wp = json!({
-        "apiVersion": "windlass.dev/v1alpha1", "kind": "WasmPlugin", "metadata": {"name": name},
-        "spec": {
-            "parent": {"apiVersion": api_version, "kind": kind},
-            "order": order * 10,
-            "source": source,
-            "instanceMode": instance_mode,
-        },
+    // A SampleDB plugin's manifest says what it is granted and given; any other plugin gets
+    // what it declares. The parent kind is the one `windlass dev` was given either way.
+    let mut wp = sampledb_manifest(name).unwrap_or_else(|| {
+        json!({
+            "apiVersion": "windlass.dev/v1alpha1", "kind": "WasmPlugin",
+            "metadata": {"name": name}, "spec": {"order": order * 10},
+        })
     });
-    match name {
-        "sampledb-storage" => wp["spec"]["grants"] = json!(STORAGE_GRANTS),
-        // The shared backup volume (examples/backup-volume.yaml) belongs to no database: its
-        // pods may mount it only because the operator names it here (policy::references).
-        "sampledb-backup" | "sampledb-upgrade" => {
-            wp["spec"]["config"] = json!({ "backupClaim": BACKUP_CLAIM });
-        }
-        // The worked example of grants: kinds no plugin gets by declaring them, and pods that
-        // run as an account of their own with its token.
-        "sampledb-chaos" => {
-            wp["spec"]["grants"] = json!(CHAOS_GRANTS);
-            wp["spec"]["podSecurity"] = json!({
-                "serviceAccounts": [CHAOS_ACCOUNT],
-                "automountServiceAccountToken": true,
-            });
-        }
-        _ => {}
+    let spec = &mut wp["spec"];
+    spec["parent"] = json!({"apiVersion": api_version, "kind": kind});
+    spec["source"] = source;
+    if spec.get("instanceMode").is_none() {
+        spec["instanceMode"] = json!(instance_mode);
     }
     Api::<WasmPlugin>::all(client.clone())
         .patch(name, &apply, &Patch::Apply(&wp))

@@ -31,9 +31,14 @@ pub mod scaffold;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
-/// Every CRD `windlass crds` prints and the Helm chart ships: the host's WasmPlugin, and the
-/// SampleDB operator's SampleDB.
+/// Every CRD `windlass crds` prints: the host's WasmPlugin and, in a build with the `dev`
+/// feature (the one the Helm chart's CRDs are made with, for its SampleDB preset), the SampleDB
+/// operator's SampleDB. The production build knows nothing of SampleDB.
 pub fn crds() -> Vec<CustomResourceDefinition> {
     use kube::CustomResourceExt as _;
-    vec![crd::WasmPlugin::crd(), sampledb_api::crd::crd()]
+    #[allow(unused_mut)]
+    let mut crds = vec![crd::WasmPlugin::crd()];
+    #[cfg(feature = "dev")]
+    crds.push(sampledb_api::crd::crd());
+    crds
 }

@@ -391,7 +391,7 @@ const LAYERS: &[(&[&str], &[&str])] = &[
     ),
     (
         &["-p", "windlass", "--no-default-features"],
-        &["windlass-devcluster", "windlass-kubeplane"],
+        &["windlass-devcluster", "windlass-kubeplane", "sampledb-api"],
     ),
 ];
 

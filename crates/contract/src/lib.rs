@@ -4,9 +4,12 @@
 //!
 //! The runtime (`windlass-runtime`) implements the traits with wasmtime and converts these
 //! types to and from its generated bindings; the policy, the sources and the operator depend on
-//! this crate only, so none of them links an engine.
+//! this crate only, so none of them links an engine. With the `testing` feature, [`testing`]
+//! implements them with plugins written in Rust, for tests that need no component.
 
 mod error;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod types;
 
 use std::{sync::Arc, time::Duration};

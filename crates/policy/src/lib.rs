@@ -30,7 +30,7 @@ use std::collections::{BTreeSet, HashSet};
 
 use serde_json::Value;
 
-pub use object::{ObjectKey, group_kind, kind_of, stored_as};
+pub use object::{KindKey, ObjectKey, group_kind, kind_of, stored_as};
 pub use pod_security::{HostAccount, Level, PodGrants};
 pub use references::Family;
 
@@ -187,6 +187,28 @@ pub enum Rule {
 }
 
 impl Rule {
+    /// Every rule.
+    pub const ALL: [Rule; 18] = [
+        Rule::InvalidObject,
+        Rule::InvalidApiVersion,
+        Rule::InvalidName,
+        Rule::KindNotDeclared,
+        Rule::KindNotGranted,
+        Rule::PrivilegedKind,
+        Rule::ClusterScoped,
+        Rule::PrivilegedContent,
+        Rule::Namespace,
+        Rule::Duplicate,
+        Rule::OutputTooLarge,
+        Rule::InvalidStatus,
+        Rule::InvalidReason,
+        Rule::PodSecurity,
+        Rule::ObjectNotOwned,
+        Rule::ForeignReference,
+        Rule::Amplification,
+        Rule::ParentKind,
+    ];
+
     /// The rule's name, as in conditions and metrics.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -527,215 +549,30 @@ impl Policy {
     /// Checks one object; the error carries a description of the object (when known), the
     /// field, the rule and why.
     /// Also says whether the object was passed on unchanged from an earlier plugin.
+    ///
+    /// In order: [`read`] (the object's shape: `InvalidObject`, `InvalidApiVersion`,
+    /// `InvalidName`), the rules on its kind ([`KIND_RULES`]), its namespace
+    /// ([`namespace_rule`]), then — unless an earlier plugin produced it exactly so — the rules
+    /// on its content ([`CONTENT_RULES`]). The first rule that refuses decides.
     fn check_object(&self, who: Subject<'_>, text: &str) -> Result<(Checked, bool), Refusal> {
-        let whole = |what: String, rule: Rule, why: String| (what, String::new(), rule, why);
-        let mut object: Value = serde_json::from_str(text).map_err(|e| {
-            whole(
-                String::new(),
-                Rule::InvalidObject,
-                format!("not valid JSON: {e}"),
-            )
-        })?;
-        let Some(map) = object.as_object() else {
-            return Err(whole(
-                String::new(),
-                Rule::InvalidObject,
-                "not a JSON object".into(),
-            ));
-        };
-        let field = |name: &str| {
-            map.get(name)
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-        };
-        let api_version = field("apiVersion").ok_or_else(|| {
-            whole(
-                String::new(),
-                Rule::InvalidObject,
-                "apiVersion is missing".into(),
-            )
-        })?;
-        let kind_name = field("kind")
-            .ok_or_else(|| whole(String::new(), Rule::InvalidObject, "kind is missing".into()))?;
-        let kind = format!("{api_version}/{kind_name}");
-        if let Err(why) = check_api_version(api_version) {
-            return Err((
-                format!(" {kind}"),
-                "apiVersion".into(),
-                Rule::InvalidApiVersion,
-                why,
-            ));
+        let mut c = read(self, &who, text)?;
+        for rule in KIND_RULES {
+            rule(self, &who, &c)?;
         }
-        if !is_kind_name(kind_name) {
-            return Err((
-                format!(" {kind}"),
-                "kind".into(),
-                Rule::InvalidObject,
-                format!(
-                    "{kind_name:?} is not a Kind: an UpperCamelCase name of letters and digits"
-                ),
-            ));
-        }
-        let known = PRIVILEGED
-            .iter()
-            .copied()
-            .chain(self.cluster_scoped.iter().map(String::as_str))
-            .chain(self.parent_kinds.iter().map(String::as_str));
-        if let Err(why) = spelling::check(&kind, &object, known) {
-            return Err((format!(" {kind}"), "kind".into(), Rule::InvalidObject, why));
-        }
-        let metadata = map.get("metadata").and_then(Value::as_object);
-        let name = metadata
-            .and_then(|m| m.get("name"))
-            .and_then(Value::as_str)
-            .ok_or_else(|| {
-                whole(
-                    format!(" {kind}"),
-                    Rule::InvalidObject,
-                    "metadata.name is missing".into(),
-                )
-            })?
-            .to_string();
-        let what = format!(" {kind} {name}");
-        if let Err(why) = check_name(kind_name, &name) {
-            return Err((
-                what,
-                "metadata.name".into(),
-                Rule::InvalidName,
-                format!("metadata.name: {why}"),
-            ));
-        }
-        let namespace = metadata
-            .and_then(|m| m.get("namespace"))
-            .and_then(Value::as_str);
-
-        let inherited = who.inherited.contains(&object);
-        let declared = inherited || who.declared.iter().any(|k| *k == kind);
-        if !declared {
-            return Err(whole(
-                what,
-                Rule::KindNotDeclared,
-                format!("kind {kind} is not among the child kinds the plugin declared in info"),
-            ));
-        }
-        let named_grant = inherited || who.grants.names(&kind);
-        let cluster_scoped = self.is_cluster_scoped(&kind);
-        if is_privileged(&kind) && !named_grant {
-            return Err(whole(
-                what,
-                Rule::PrivilegedKind,
-                format!("kind {kind} confers privileges and is not granted by name"),
-            ));
-        }
-        if cluster_scoped && !named_grant {
-            return Err(whole(
-                what,
-                Rule::ClusterScoped,
-                format!("kind {kind} is cluster-scoped and is not granted by name"),
-            ));
-        }
-        if cluster_scoped && who.namespace.is_some() {
-            return Err(whole(
-                what,
-                Rule::ClusterScoped,
-                format!(
-                    "kind {kind} is cluster-scoped and the parent is namespaced: a namespaced owner cannot own it (the garbage collector ignores such owner references), so the host could never clean it up"
-                ),
-            ));
-        }
-        let parent_kind = self.is_parent_kind(&kind);
-        if parent_kind && !named_grant {
-            return Err(whole(
-                what,
-                Rule::ParentKind,
-                format!(
-                    "kind {kind} is a kind the host serves as a parent: each such object is reconciled in turn and could make more; it needs a grant by name"
-                ),
-            ));
-        }
-        // Inherited or not: the next plugin receives an earlier plugin's output as that plugin
-        // wrote it, so the depth is checked and stamped on every pass.
-        if parent_kind && who.nesting >= self.max_nesting {
-            return Err(whole(
-                what,
-                Rule::ParentKind,
-                format!(
-                    "kind {kind} is a kind the host serves as a parent, and this parent is already {} deep in parents made by plugins (at most {})",
-                    who.nesting, self.max_nesting
-                ),
-            ));
-        }
-        if let Grants::Kinds(kinds) = who.grants
-            && !inherited
-            && !kinds.contains(&kind)
-        {
-            return Err(whole(
-                what,
-                Rule::KindNotGranted,
-                format!("kind {kind} is not granted to this plugin"),
-            ));
-        }
-        let namespace = if cluster_scoped {
-            if let Some(ns) = namespace {
-                return Err((
-                    what,
-                    "metadata.namespace".into(),
-                    Rule::Namespace,
-                    format!("is cluster-scoped but names namespace {ns}"),
-                ));
-            }
-            None
-        } else {
-            match (namespace, who.namespace) {
-                (Some(ns), Some(parent)) if ns != parent => {
-                    return Err((
-                        what,
-                        "metadata.namespace".into(),
-                        Rule::Namespace,
-                        format!("namespace {ns} is not the parent's namespace {parent}"),
-                    ));
-                }
-                (Some(ns), None) => {
-                    return Err((
-                        what,
-                        "metadata.namespace".into(),
-                        Rule::Namespace,
-                        format!("namespace {ns}: the parent is cluster-scoped"),
-                    ));
-                }
-                (_, Some(parent)) => Some(parent.to_string()),
-                (None, None) => {
-                    return Err(whole(
-                        what,
-                        Rule::Namespace,
-                        "is namespaced but the parent is cluster-scoped".into(),
-                    ));
-                }
-            }
-        };
-        if !inherited {
-            if let Err((field, why)) = privileged_content(&kind, &object, who.grants) {
-                return Err((what, field, Rule::PrivilegedContent, why));
-            }
-            let ns = namespace.as_deref().unwrap_or_default();
-            if let Err(v) =
-                pod_security::check_object(&kind, ns, &object, who.pods, self.host_account.as_ref())
-            {
-                return Err((
-                    what,
-                    v.field,
-                    Rule::PodSecurity,
-                    format!("{} ({})", v.why, v.rule),
-                ));
+        let namespace = namespace_rule(&who, &c)?;
+        if !c.inherited {
+            for rule in CONTENT_RULES {
+                rule(self, &who, &c, namespace.as_deref().unwrap_or_default())?;
             }
         }
         if let (Some(ns), Some(meta)) = (
             &namespace,
-            object.get_mut("metadata").and_then(Value::as_object_mut),
+            c.object.get_mut("metadata").and_then(Value::as_object_mut),
         ) {
             meta.insert("namespace".into(), Value::String(ns.clone()));
         }
-        if parent_kind && let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut)
+        if c.parent_kind
+            && let Some(meta) = c.object.get_mut("metadata").and_then(Value::as_object_mut)
         {
             // The plugin's own value, if any, is replaced: the depth is the host's to count.
             let annotations = meta
@@ -753,12 +590,12 @@ impl Policy {
         }
         Ok((
             Checked {
-                kind,
+                kind: c.kind,
                 namespace,
-                name,
-                object,
+                name: c.name,
+                object: c.object,
             },
-            inherited,
+            c.inherited,
         ))
     }
 
@@ -858,6 +695,308 @@ impl Policy {
         }
         Ok(())
     }
+}
+
+/// An object under check, as [`read`] found it before any rule on its kind decided.
+struct Candidate {
+    object: Value,
+    /// `group/version/Kind`.
+    kind: String,
+    name: String,
+    /// Its own `metadata.namespace`, if any.
+    namespace: Option<String>,
+    /// ` kind name`, as the refusal names it.
+    what: String,
+    /// Passed on exactly as an earlier plugin produced it: checked against that plugin's
+    /// declaration and grants, not this one's.
+    inherited: bool,
+    cluster_scoped: bool,
+    parent_kind: bool,
+}
+
+impl Candidate {
+    /// A refusal of the whole object (no field).
+    fn refuse(&self, rule: Rule, why: String) -> Refusal {
+        (self.what.clone(), String::new(), rule, why)
+    }
+
+    /// Granted by name, or inherited (granted to the plugin that produced it).
+    fn named(&self, who: &Subject<'_>) -> bool {
+        self.inherited || who.grants.names(&self.kind)
+    }
+}
+
+/// A rule on an object's kind: whether this plugin may produce objects of it at all.
+type KindRule = fn(&Policy, &Subject<'_>, &Candidate) -> Result<(), Refusal>;
+
+/// The rules on an object's kind, in the order they are checked.
+const KIND_RULES: &[KindRule] = &[
+    declared,
+    privileged_kind,
+    cluster_scoped,
+    parent_kind,
+    granted,
+];
+
+/// A rule on an object's content, given the namespace it will have.
+type ContentRule = fn(&Policy, &Subject<'_>, &Candidate, &str) -> Result<(), Refusal>;
+
+/// The rules on an object's content, in order; not for an object passed on unchanged.
+const CONTENT_RULES: &[ContentRule] = &[privileged_content_rule, pod_security_rule];
+
+/// The object's shape, before any rule on its kind: JSON, an object, apiVersion and kind
+/// present and well formed, a known kind's spelling, and a valid `metadata.name`.
+fn read(policy: &Policy, who: &Subject<'_>, text: &str) -> Result<Candidate, Refusal> {
+    let whole = |what: String, rule: Rule, why: String| (what, String::new(), rule, why);
+    let object: Value = serde_json::from_str(text).map_err(|e| {
+        whole(
+            String::new(),
+            Rule::InvalidObject,
+            format!("not valid JSON: {e}"),
+        )
+    })?;
+    let Some(map) = object.as_object() else {
+        return Err(whole(
+            String::new(),
+            Rule::InvalidObject,
+            "not a JSON object".into(),
+        ));
+    };
+    let field = |name: &str| {
+        map.get(name)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    let api_version = field("apiVersion").ok_or_else(|| {
+        whole(
+            String::new(),
+            Rule::InvalidObject,
+            "apiVersion is missing".into(),
+        )
+    })?;
+    let kind_name = field("kind")
+        .ok_or_else(|| whole(String::new(), Rule::InvalidObject, "kind is missing".into()))?;
+    let kind = format!("{api_version}/{kind_name}");
+    if let Err(why) = check_api_version(api_version) {
+        return Err((
+            format!(" {kind}"),
+            "apiVersion".into(),
+            Rule::InvalidApiVersion,
+            why,
+        ));
+    }
+    if !is_kind_name(kind_name) {
+        return Err((
+            format!(" {kind}"),
+            "kind".into(),
+            Rule::InvalidObject,
+            format!("{kind_name:?} is not a Kind: an UpperCamelCase name of letters and digits"),
+        ));
+    }
+    let known = PRIVILEGED
+        .iter()
+        .copied()
+        .chain(policy.cluster_scoped.iter().map(String::as_str))
+        .chain(policy.parent_kinds.iter().map(String::as_str));
+    if let Err(why) = spelling::check(&kind, &object, known) {
+        return Err((format!(" {kind}"), "kind".into(), Rule::InvalidObject, why));
+    }
+    let metadata = map.get("metadata").and_then(Value::as_object);
+    let name = metadata
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            whole(
+                format!(" {kind}"),
+                Rule::InvalidObject,
+                "metadata.name is missing".into(),
+            )
+        })?
+        .to_string();
+    let what = format!(" {kind} {name}");
+    if let Err(why) = check_name(kind_name, &name) {
+        return Err((
+            what,
+            "metadata.name".into(),
+            Rule::InvalidName,
+            format!("metadata.name: {why}"),
+        ));
+    }
+    let namespace = metadata
+        .and_then(|m| m.get("namespace"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let inherited = who.inherited.contains(&object);
+    Ok(Candidate {
+        cluster_scoped: policy.is_cluster_scoped(&kind),
+        parent_kind: policy.is_parent_kind(&kind),
+        object,
+        kind,
+        name,
+        namespace,
+        what,
+        inherited,
+    })
+}
+
+/// `KindNotDeclared`: the kind is among the child kinds the plugin declared.
+fn declared(_: &Policy, who: &Subject<'_>, c: &Candidate) -> Result<(), Refusal> {
+    if c.inherited || who.declared.iter().any(|k| *k == c.kind) {
+        return Ok(());
+    }
+    Err(c.refuse(
+        Rule::KindNotDeclared,
+        format!(
+            "kind {} is not among the child kinds the plugin declared in info",
+            c.kind
+        ),
+    ))
+}
+
+/// `PrivilegedKind`: a kind that confers privileges only by a grant naming it.
+fn privileged_kind(_: &Policy, who: &Subject<'_>, c: &Candidate) -> Result<(), Refusal> {
+    if !is_privileged(&c.kind) || c.named(who) {
+        return Ok(());
+    }
+    Err(c.refuse(
+        Rule::PrivilegedKind,
+        format!(
+            "kind {} confers privileges and is not granted by name",
+            c.kind
+        ),
+    ))
+}
+
+/// `ClusterScoped`: a cluster-scoped kind only by a grant naming it, and never for a
+/// namespaced parent.
+fn cluster_scoped(_: &Policy, who: &Subject<'_>, c: &Candidate) -> Result<(), Refusal> {
+    if !c.cluster_scoped {
+        return Ok(());
+    }
+    if !c.named(who) {
+        return Err(c.refuse(
+            Rule::ClusterScoped,
+            format!(
+                "kind {} is cluster-scoped and is not granted by name",
+                c.kind
+            ),
+        ));
+    }
+    if who.namespace.is_some() {
+        return Err(c.refuse(
+            Rule::ClusterScoped,
+            format!(
+                "kind {} is cluster-scoped and the parent is namespaced: a namespaced owner cannot own it (the garbage collector ignores such owner references), so the host could never clean it up",
+                c.kind
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `ParentKind`: a kind the host serves as a parent only by a grant naming it, and only so
+/// deep. Inherited or not: the next plugin receives an earlier plugin's output as that plugin
+/// wrote it, so the depth is checked (and stamped) on every pass.
+fn parent_kind(policy: &Policy, who: &Subject<'_>, c: &Candidate) -> Result<(), Refusal> {
+    if !c.parent_kind {
+        return Ok(());
+    }
+    if !c.named(who) {
+        return Err(c.refuse(
+            Rule::ParentKind,
+            format!(
+                "kind {} is a kind the host serves as a parent: each such object is reconciled in turn and could make more; it needs a grant by name",
+                c.kind
+            ),
+        ));
+    }
+    if who.nesting >= policy.max_nesting {
+        return Err(c.refuse(
+            Rule::ParentKind,
+            format!(
+                "kind {} is a kind the host serves as a parent, and this parent is already {} deep in parents made by plugins (at most {})",
+                c.kind, who.nesting, policy.max_nesting
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `KindNotGranted`: with grants listed, the kind is among them.
+fn granted(_: &Policy, who: &Subject<'_>, c: &Candidate) -> Result<(), Refusal> {
+    match who.grants {
+        Grants::Kinds(kinds) if !c.inherited && !kinds.contains(&c.kind) => Err(c.refuse(
+            Rule::KindNotGranted,
+            format!("kind {} is not granted to this plugin", c.kind),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `Namespace`: the namespace the object will have — none for a cluster-scoped kind, the
+/// parent's for a namespaced one — or why it cannot have one.
+fn namespace_rule(who: &Subject<'_>, c: &Candidate) -> Result<Option<String>, Refusal> {
+    let at = |why: String| {
+        (
+            c.what.clone(),
+            "metadata.namespace".to_string(),
+            Rule::Namespace,
+            why,
+        )
+    };
+    if c.cluster_scoped {
+        return match &c.namespace {
+            Some(ns) => Err(at(format!("is cluster-scoped but names namespace {ns}"))),
+            None => Ok(None),
+        };
+    }
+    match (c.namespace.as_deref(), who.namespace) {
+        (Some(ns), Some(parent)) if ns != parent => Err(at(format!(
+            "namespace {ns} is not the parent's namespace {parent}"
+        ))),
+        (Some(ns), None) => Err(at(format!("namespace {ns}: the parent is cluster-scoped"))),
+        (_, Some(parent)) => Ok(Some(parent.to_string())),
+        (None, None) => Err(c.refuse(
+            Rule::Namespace,
+            "is namespaced but the parent is cluster-scoped".into(),
+        )),
+    }
+}
+
+/// `PrivilegedContent`: content of an ordinary kind that confers privileges, only by a content
+/// grant ([`content`]).
+fn privileged_content_rule(
+    _: &Policy,
+    who: &Subject<'_>,
+    c: &Candidate,
+    _namespace: &str,
+) -> Result<(), Refusal> {
+    privileged_content(&c.kind, &c.object, who.grants)
+        .map_err(|(field, why)| (c.what.clone(), field, Rule::PrivilegedContent, why))
+}
+
+/// `PodSecurity`: every pod spec in the object, at the granted level ([`pod_security`]).
+fn pod_security_rule(
+    policy: &Policy,
+    who: &Subject<'_>,
+    c: &Candidate,
+    namespace: &str,
+) -> Result<(), Refusal> {
+    pod_security::check_object(
+        &c.kind,
+        namespace,
+        &c.object,
+        who.pods,
+        policy.host_account.as_ref(),
+    )
+    .map_err(|v| {
+        (
+            c.what.clone(),
+            v.field,
+            Rule::PodSecurity,
+            format!("{} ({})", v.why, v.rule),
+        )
+    })
 }
 
 /// Cuts `message` to at most `max` bytes on a character boundary, saying so at its end, as the
@@ -1065,6 +1204,35 @@ fn is_reason(s: &str) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// docs/SECURITY.md's table of the output policy names every rule the policy refuses by,
+    /// once, and no other; `ObjectNotOwned`, decided at apply time, has its own section.
+    #[test]
+    fn the_security_docs_table_names_every_rule_once() {
+        let docs = include_str!("../../../docs/SECURITY.md");
+        let start = docs
+            .find("### Output policy")
+            .expect("docs/SECURITY.md has the output policy section");
+        let section = &docs[start..];
+        let section = &section[..section[4..].find("\n### ").map_or(section.len(), |i| i + 4)];
+        let mut listed: Vec<&str> = section
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `")?.split('`').next())
+            .collect();
+        listed.sort_unstable();
+        let mut rules: Vec<&str> = Rule::ALL
+            .iter()
+            .filter(|r| **r != Rule::ObjectNotOwned)
+            .map(|r| r.as_str())
+            .collect();
+        rules.sort_unstable();
+        assert_eq!(listed, rules);
+        assert!(docs.contains("`ObjectNotOwned`"));
+        // Every variant is in ALL: as_str is exhaustive, and ALL holds each name once.
+        let mut names: Vec<&str> = Rule::ALL.iter().map(|r| r.as_str()).collect();
+        names.dedup();
+        assert_eq!(names.len(), Rule::ALL.len());
+    }
 
     fn declared() -> Vec<String> {
         [

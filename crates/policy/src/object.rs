@@ -71,13 +71,63 @@ impl std::fmt::Display for ObjectKey {
     }
 }
 
-/// (group, Kind) of a kind key `group/version/Kind` (`version/Kind` for the core group: the
-/// group is empty). Borrowed parts, no allocation: rules compare kinds on every object.
+/// A kind as the host names it, `group/version/Kind` (`version/Kind` for the core group, whose
+/// group is empty), in borrowed parts: the one place such a key is taken apart. No
+/// allocation: rules compare kinds on every object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KindKey<'a> {
+    /// The API group; empty for the core group.
+    pub group: &'a str,
+    /// The version (`v1`, `v1beta1`).
+    pub version: &'a str,
+    /// The Kind (`StatefulSet`).
+    pub kind: &'a str,
+}
+
+impl<'a> KindKey<'a> {
+    /// `group/version/Kind` or `version/Kind`; `None` for anything else (an empty part, no
+    /// version, more than three parts).
+    pub fn parse(key: &'a str) -> Option<Self> {
+        let parts: Vec<&str> = key.split('/').collect();
+        let (group, version, kind) = match parts[..] {
+            [version, kind] => ("", version, kind),
+            [group, version, kind] if !group.is_empty() => (group, version, kind),
+            _ => return None,
+        };
+        (!version.is_empty() && !kind.is_empty()).then_some(KindKey {
+            group,
+            version,
+            kind,
+        })
+    }
+
+    /// The `apiVersion` of objects of this kind (`apps/v1`, `v1`).
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+}
+
+impl std::fmt::Display for KindKey<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.group.is_empty() {
+            write!(f, "{}/{}", self.version, self.kind)
+        } else {
+            write!(f, "{}/{}/{}", self.group, self.version, self.kind)
+        }
+    }
+}
+
+/// (group, Kind) of a kind key ([`KindKey`]); for a key that does not parse, its last part as
+/// the Kind, in no group.
 pub fn group_kind(kind: &str) -> (&str, &str) {
-    let mut parts = kind.rsplitn(3, '/');
-    let name = parts.next().unwrap_or_default();
-    let _version = parts.next();
-    (parts.next().unwrap_or_default(), name)
+    match KindKey::parse(kind) {
+        Some(k) => (k.group, k.kind),
+        None => ("", kind.rsplit('/').next().unwrap_or_default()),
+    }
 }
 
 /// The kind an object of `kind` is stored as. The API server serves some resources under two
@@ -111,6 +161,26 @@ pub fn kind_of(object: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kind_key_parses_with_and_without_a_group_and_nothing_else() {
+        let apps = KindKey::parse("apps/v1/StatefulSet").expect("parses");
+        assert_eq!(
+            (apps.group, apps.version, apps.kind),
+            ("apps", "v1", "StatefulSet")
+        );
+        assert_eq!(apps.api_version(), "apps/v1");
+        assert_eq!(apps.to_string(), "apps/v1/StatefulSet");
+        let core = KindKey::parse("v1/Pod").expect("parses");
+        assert_eq!((core.group, core.version, core.kind), ("", "v1", "Pod"));
+        assert_eq!(core.api_version(), "v1");
+        assert_eq!(core.to_string(), "v1/Pod");
+        for bad in ["Pod", "/v1/Pod", "v1/", "a/b/c/D", "apps//Deployment", ""] {
+            assert_eq!(KindKey::parse(bad), None, "{bad}");
+        }
+        assert_eq!(group_kind("batch/v1/Job"), ("batch", "Job"));
+        assert_eq!(group_kind("v1/Secret"), ("", "Secret"));
+    }
 
     #[test]
     fn an_object_key_treats_an_empty_namespace_as_none() {

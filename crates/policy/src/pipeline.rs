@@ -582,4 +582,206 @@ mod tests {
             "v1/Pod"
         );
     }
+
+    /// Runs of whole pipelines, with plugins written in Rust behind the contract's traits
+    /// (`windlass_contract::testing`): no component is built.
+    mod runs {
+        use std::sync::Mutex;
+
+        use windlass_contract::{
+            Response,
+            testing::{Native, failed, info},
+        };
+
+        use super::*;
+
+        const PARENT: &str = "samples.windlass.dev/v1alpha1/SampleDB";
+
+        fn parent() -> Value {
+            json!({
+                "apiVersion": "samples.windlass.dev/v1alpha1", "kind": "SampleDB",
+                "metadata": {"name": "db", "namespace": "apps", "uid": "u-1", "generation": 1},
+                "spec": {},
+            })
+        }
+
+        fn config_map(name: &str, data: Value) -> String {
+            json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": "apps"}, "data": data,
+            })
+            .to_string()
+        }
+
+        fn stage(plugin: Native) -> (Stage, Arc<Native>) {
+            let plugin = Arc::new(plugin);
+            (Stage::new(plugin.clone()), plugin)
+        }
+
+        fn pipeline(stages: Vec<Stage>) -> Pipeline {
+            Pipeline {
+                stages,
+                policy: Arc::new(Policy::default()),
+            }
+        }
+
+        fn run(p: &Pipeline, phase: Phase) -> Result<Outcome, Error> {
+            let parent = parent();
+            p.run(Input::new(phase, &parent, &[], "2026-01-01T00:00:00Z"))
+        }
+
+        #[test]
+        fn plugins_run_in_order_each_seeing_the_desired_set_so_far() {
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let (first, _) = stage(Native::new(
+                info("first", PARENT, &["v1/ConfigMap"]),
+                |_| {
+                    Ok(Response {
+                        desired: vec![config_map("db-config", json!({"a": "1"}))],
+                        status: Some(json!({"phase": "Provisioning", "first": true}).to_string()),
+                        conditions: vec![Condition {
+                            kind: "Configured".into(),
+                            status: true,
+                            reason: "Written".into(),
+                            message: "".into(),
+                        }],
+                        requeue_after_secs: Some(30),
+                        ..Response::default()
+                    })
+                },
+            ));
+            let saw = seen.clone();
+            let (second, _) = stage(Native::new(
+                info("second", PARENT, &["v1/ConfigMap"]),
+                move |req| {
+                    saw.lock().unwrap().extend(req.desired.clone());
+                    // Hands the first plugin's object on, edited, and adds its own.
+                    let mut edited: Value = serde_json::from_str(&req.desired[0]).unwrap();
+                    edited["data"]["b"] = json!("2");
+                    Ok(Response {
+                        desired: vec![edited.to_string(), config_map("db-extra", json!({}))],
+                        status: Some(json!({"phase": "Ready"}).to_string()),
+                        requeue_after_secs: Some(10),
+                        ..Response::default()
+                    })
+                },
+            ));
+            let outcome = run(&pipeline(vec![first, second]), Phase::Reconcile).expect("runs");
+            let seen = seen.lock().unwrap();
+            assert_eq!(seen.len(), 1, "the second plugin sees the first's output");
+            assert!(seen[0].contains("db-config"), "{seen:?}");
+            let names: Vec<(&str, &str)> = outcome
+                .desired
+                .iter()
+                .map(|d| (d.object.name.as_str(), d.plugin.as_str()))
+                .collect();
+            // The edited object is the second plugin's now (its provenance); order is kept.
+            assert_eq!(names, [("db-config", "second"), ("db-extra", "second")]);
+            assert_eq!(
+                Value::Object(outcome.status.clone()),
+                json!({"phase": "Ready", "first": true})
+            );
+            assert_eq!(outcome.conditions.len(), 1);
+            assert_eq!(outcome.conditions[0].plugin, "first");
+            assert_eq!(outcome.requeue_after, Some(Duration::from_secs(10)));
+            assert!(!outcome.incomplete());
+        }
+
+        #[test]
+        fn a_failing_plugin_stops_the_run_naming_it_and_later_plugins_are_not_called() {
+            let (first, _) = stage(Native::new(
+                info("broken", PARENT, &["v1/ConfigMap"]),
+                |_| Err(failed("broken", "no disk")),
+            ));
+            let (second, later) = stage(Native::new(
+                info("later", PARENT, &["v1/ConfigMap"]),
+                |_| Ok(Response::default()),
+            ));
+            let Err(e) = run(&pipeline(vec![first, second]), Phase::Reconcile) else {
+                panic!("a failing plugin's run succeeded");
+            };
+            assert_eq!(e.plugin(), Some("broken"));
+            assert_eq!(e.reason(), "PluginFailed");
+            assert_eq!(later.calls(), 0, "a plugin after the failure was called");
+        }
+
+        #[test]
+        fn an_ignored_failure_skips_the_plugin_and_marks_the_run_incomplete() {
+            let (mut first, _) = stage(Native::new(
+                info("optional", PARENT, &["v1/ConfigMap"]),
+                |_| Err(failed("optional", "flaky")),
+            ));
+            first.failure_policy = FailurePolicy::Ignore;
+            let (second, later) = stage(Native::new(
+                info("storage", PARENT, &["v1/ConfigMap"]),
+                |_| {
+                    Ok(Response {
+                        desired: vec![config_map("db", json!({}))],
+                        ..Response::default()
+                    })
+                },
+            ));
+            let outcome = run(&pipeline(vec![first, second]), Phase::Reconcile).expect("runs");
+            assert!(outcome.incomplete(), "nothing may be pruned on this run");
+            assert_eq!(outcome.skipped.len(), 1);
+            assert_eq!(outcome.skipped[0].plugin(), Some("optional"));
+            assert_eq!(later.calls(), 1);
+            assert_eq!(outcome.desired.len(), 1);
+        }
+
+        #[test]
+        fn output_the_policy_refuses_stops_the_run_with_the_rule_and_the_plugin() {
+            let (thief, _) = stage(Native::new(
+                info("thief", PARENT, &["v1/ConfigMap"]),
+                |_| {
+                    let mut other =
+                        serde_json::from_str::<Value>(&config_map("x", json!({}))).unwrap();
+                    other["metadata"]["namespace"] = json!("kube-system");
+                    Ok(Response {
+                        desired: vec![other.to_string()],
+                        ..Response::default()
+                    })
+                },
+            ));
+            let Err(e) = run(&pipeline(vec![thief]), Phase::Reconcile) else {
+                panic!("an object in another namespace was accepted");
+            };
+            assert_eq!(e.plugin(), Some("thief"));
+            assert!(e.rule().is_some(), "{e}");
+        }
+
+        #[test]
+        fn the_finalize_phase_runs_only_finalizing_plugins_and_completes_when_all_say_so() {
+            let finalizer = |name: &'static str, done: bool| {
+                let mut i = info(name, PARENT, &["v1/ConfigMap"]);
+                i.finalizes = true;
+                Native::new(i, move |req| {
+                    assert_eq!(req.phase, Phase::Finalize);
+                    Ok(Response {
+                        finalized: done,
+                        ..Response::default()
+                    })
+                })
+            };
+            let (plain, plain_plugin) = stage(Native::new(
+                info("plain", PARENT, &["v1/ConfigMap"]),
+                |_| Ok(Response::default()),
+            ));
+            let (backup, _) = stage(finalizer("backup", true));
+            let (storage, _) = stage(finalizer("storage", false));
+            let p = pipeline(vec![plain, backup.clone(), storage]);
+            let outcome = run(&p, Phase::Finalize).expect("runs");
+            assert_eq!(
+                plain_plugin.calls(),
+                0,
+                "a plugin that does not finalize ran"
+            );
+            assert!(!outcome.finalized);
+            assert_eq!(outcome.unfinalized, ["storage"]);
+            let (storage, _) = stage(finalizer("storage", true));
+            let done = run(&pipeline(vec![backup, storage]), Phase::Finalize).expect("runs");
+            assert!(done.finalized);
+            assert!(done.unfinalized.is_empty());
+        }
+    }
 }

@@ -179,45 +179,256 @@ const PROBE_HOSTS: &[&str] = &[
 const TRUE: Value = Value::Bool(true);
 const FALSE: Value = Value::Bool(false);
 
-/// What each Standards check allows, for [`PodViolation::why`].
-fn wants(rule: &str, level: Level) -> String {
-    let list = |items: &[&str]| items.join(", ");
-    match rule {
-        "privileged" => "does not allow privileged containers".into(),
-        "hostNamespaces" => "does not allow the node's network, PID or IPC namespace".into(),
-        "hostPathVolumes" => "does not allow hostPath volumes".into(),
-        "hostPorts" => "does not allow host ports".into(),
-        "hostProbesAndHostLifecycle" => "does not allow probes or hooks to name a host".into(),
-        "capabilities" => format!("allows adding only {}", list(BASELINE_CAPABILITIES)),
-        "capabilitiesRestricted" => "requires dropping ALL and adding only NET_BIND_SERVICE".into(),
-        "seccompProfile" if level == Level::Restricted => {
-            "requires a RuntimeDefault or Localhost seccompProfile on the pod or container".into()
-        }
-        "seccompProfile" => "allows only a RuntimeDefault or Localhost seccompProfile".into(),
-        "appArmorProfile" => "allows only a RuntimeDefault or Localhost AppArmor profile".into(),
-        "seLinuxOptions" => {
-            let types = list(&SELINUX_TYPES[1..]);
-            format!("allows no SELinux user or role and only the types {types}")
-        }
-        "procMount" => "allows only the Default /proc mount".into(),
-        "sysctls" => format!("allows only the sysctls {}", list(SAFE_SYSCTLS)),
-        "windowsHostProcess" => "does not allow Windows HostProcess containers".into(),
-        "restrictedVolumes" => format!("allows only the volume types {}", list(RESTRICTED_VOLUMES)),
-        "allowPrivilegeEscalation" => "requires allowPrivilegeEscalation false".into(),
-        "runAsNonRoot" => "requires runAsNonRoot true on the pod or every container".into(),
-        "runAsUser" => "does not allow running as user 0 (root)".into(),
-        _ => "does not allow it".into(),
+/// A Pod Security Standards check, named as upstream's check IDs are (camelCase): the
+/// `rule` of a [`PodViolation`]. [`CHECKS`] says of each its level, where it looks and what it
+/// wants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// `privileged`.
+    Privileged,
+    /// `hostNamespaces`.
+    HostNamespaces,
+    /// `hostPathVolumes`.
+    HostPathVolumes,
+    /// `hostPorts`.
+    HostPorts,
+    /// `hostProbesAndHostLifecycle`.
+    HostProbesAndHostLifecycle,
+    /// `capabilities`.
+    Capabilities,
+    /// `capabilitiesRestricted`.
+    CapabilitiesRestricted,
+    /// `seccompProfile`.
+    SeccompProfile,
+    /// `appArmorProfile`.
+    AppArmorProfile,
+    /// `seLinuxOptions`.
+    SeLinuxOptions,
+    /// `procMount`.
+    ProcMount,
+    /// `sysctls`.
+    Sysctls,
+    /// `windowsHostProcess`.
+    WindowsHostProcess,
+    /// `restrictedVolumes`.
+    RestrictedVolumes,
+    /// `allowPrivilegeEscalation`.
+    AllowPrivilegeEscalation,
+    /// `runAsNonRoot`.
+    RunAsNonRoot,
+    /// `runAsUser`.
+    RunAsUser,
+}
+
+/// What the host says of one [`Check`].
+#[derive(Debug)]
+pub struct CheckInfo {
+    /// The check.
+    pub check: Check,
+    /// Its name, upstream's.
+    pub name: &'static str,
+    /// The lowest level that runs it (a baseline check runs at restricted too).
+    pub level: Level,
+    /// Where it looks.
+    pub scope: &'static str,
+    /// What the level wants, as the refusal says it; `{}` stands for [`CheckInfo::list`].
+    pub wants: &'static str,
+    /// The values it allows, where it names them.
+    pub list: &'static [&'static str],
+    /// What the restricted level wants instead, where it wants more.
+    pub restricted: Option<&'static str>,
+}
+
+/// SELinux types a container may name (besides leaving it unset).
+#[rustfmt::skip]
+const SELINUX_NAMED_TYPES: &[&str] =
+    &["container_t", "container_init_t", "container_kvm_t", "container_engine_t"];
+
+const fn info(
+    check: Check,
+    name: &'static str,
+    level: Level,
+    scope: &'static str,
+    wants: &'static str,
+) -> CheckInfo {
+    CheckInfo {
+        check,
+        name,
+        level,
+        scope,
+        wants,
+        list: &[],
+        restricted: None,
+    }
+}
+
+/// Every Standards check, in the order of [`Check`]: the table docs/SECURITY.md shows
+/// (`the_security_docs_show_the_checks_table`).
+pub const CHECKS: &[CheckInfo] = &[
+    info(
+        Check::Privileged,
+        "privileged",
+        Level::Baseline,
+        "container",
+        "does not allow privileged containers",
+    ),
+    info(
+        Check::HostNamespaces,
+        "hostNamespaces",
+        Level::Baseline,
+        "pod",
+        "does not allow the node's network, PID or IPC namespace",
+    ),
+    info(
+        Check::HostPathVolumes,
+        "hostPathVolumes",
+        Level::Baseline,
+        "pod volumes",
+        "does not allow hostPath volumes",
+    ),
+    info(
+        Check::HostPorts,
+        "hostPorts",
+        Level::Baseline,
+        "container",
+        "does not allow host ports",
+    ),
+    info(
+        Check::HostProbesAndHostLifecycle,
+        "hostProbesAndHostLifecycle",
+        Level::Baseline,
+        "container probes and hooks",
+        "does not allow probes or hooks to name a host",
+    ),
+    CheckInfo {
+        list: BASELINE_CAPABILITIES,
+        ..info(
+            Check::Capabilities,
+            "capabilities",
+            Level::Baseline,
+            "container",
+            "allows adding only {}",
+        )
+    },
+    info(
+        Check::CapabilitiesRestricted,
+        "capabilitiesRestricted",
+        Level::Restricted,
+        "container",
+        "requires dropping ALL and adding only NET_BIND_SERVICE",
+    ),
+    CheckInfo {
+        restricted: Some(
+            "requires a RuntimeDefault or Localhost seccompProfile on the pod or container",
+        ),
+        ..info(
+            Check::SeccompProfile,
+            "seccompProfile",
+            Level::Baseline,
+            "pod or container",
+            "allows only a RuntimeDefault or Localhost seccompProfile",
+        )
+    },
+    info(
+        Check::AppArmorProfile,
+        "appArmorProfile",
+        Level::Baseline,
+        "pod or container, and pod annotations",
+        "allows only a RuntimeDefault or Localhost AppArmor profile",
+    ),
+    CheckInfo {
+        list: SELINUX_NAMED_TYPES,
+        ..info(
+            Check::SeLinuxOptions,
+            "seLinuxOptions",
+            Level::Baseline,
+            "pod or container",
+            "allows no SELinux user or role and only the types {}",
+        )
+    },
+    info(
+        Check::ProcMount,
+        "procMount",
+        Level::Baseline,
+        "container",
+        "allows only the Default /proc mount",
+    ),
+    CheckInfo {
+        list: SAFE_SYSCTLS,
+        ..info(
+            Check::Sysctls,
+            "sysctls",
+            Level::Baseline,
+            "pod",
+            "allows only the sysctls {}",
+        )
+    },
+    info(
+        Check::WindowsHostProcess,
+        "windowsHostProcess",
+        Level::Baseline,
+        "pod or container",
+        "does not allow Windows HostProcess containers",
+    ),
+    CheckInfo {
+        list: RESTRICTED_VOLUMES,
+        ..info(
+            Check::RestrictedVolumes,
+            "restrictedVolumes",
+            Level::Restricted,
+            "pod volumes",
+            "allows only the volume types {}",
+        )
+    },
+    info(
+        Check::AllowPrivilegeEscalation,
+        "allowPrivilegeEscalation",
+        Level::Restricted,
+        "container",
+        "requires allowPrivilegeEscalation false",
+    ),
+    info(
+        Check::RunAsNonRoot,
+        "runAsNonRoot",
+        Level::Restricted,
+        "pod or container",
+        "requires runAsNonRoot true on the pod or every container",
+    ),
+    info(
+        Check::RunAsUser,
+        "runAsUser",
+        Level::Restricted,
+        "pod or container",
+        "does not allow running as user 0 (root)",
+    ),
+];
+
+impl Check {
+    /// What the host says of this check.
+    pub fn info(self) -> &'static CheckInfo {
+        &CHECKS[self as usize]
+    }
+
+    /// Its name, upstream's.
+    pub fn name(self) -> &'static str {
+        self.info().name
+    }
+
+    /// What `level` wants of the field, for [`PodViolation::why`].
+    fn wants(self, level: Level) -> String {
+        let info = self.info();
+        let text = match info.restricted {
+            Some(restricted) if level == Level::Restricted => restricted,
+            _ => info.wants,
+        };
+        text.replace("{}", &info.list.join(", "))
     }
 }
 
 /// The path of the pod spec inside an object of this `group/version/Kind`, any version.
 fn spec_prefix(kind: &str) -> Option<&'static str> {
-    let (group, kind) = match kind.split('/').collect::<Vec<_>>()[..] {
-        [_version, kind] => ("", kind),
-        [group, _version, kind] => (group, kind),
-        _ => return None,
-    };
-    Some(match (group, kind) {
+    let key = crate::KindKey::parse(kind)?;
+    Some(match (key.group, key.kind) {
         ("", "Pod") => "spec",
         ("", "PodTemplate") => "template.spec",
         ("", "ReplicationController")
@@ -262,9 +473,9 @@ pub fn check_object(
             "{what} is {}; level {} {}",
             shown(value),
             level.as_str(),
-            wants(rule, level)
+            rule.wants(level)
         );
-        Err(refuse(format!("{}.{rel}", scope.path), rule, why))
+        Err(refuse(format!("{}.{rel}", scope.path), rule.name(), why))
     };
     for (prefix, spec) in pod_specs(kind, object) {
         if !spec.is_object() {
@@ -339,10 +550,10 @@ fn containers<'a>(pod: &Scope<'a>) -> impl Iterator<Item = Scope<'a>> {
 
 /// A failed Standards check: the field below its scope, the check, and the value found there
 /// (`None`: unset).
-type Finding<'a> = (String, &'static str, Option<&'a Value>);
+type Finding<'a> = (String, Check, Option<&'a Value>);
 type Found<'a> = Option<Finding<'a>>;
 
-fn found<'a>(rel: impl Into<String>, rule: &'static str, v: Option<&'a Value>) -> Found<'a> {
+fn found<'a>(rel: impl Into<String>, rule: Check, v: Option<&'a Value>) -> Found<'a> {
     Some((rel.into(), rule, v))
 }
 
@@ -480,14 +691,14 @@ fn baseline_pod<'a>(pod: &Scope<'a>) -> Found<'a> {
     for key in ["hostNetwork", "hostPID", "hostIPC"] {
         let shared = pod.fields.get(key);
         if shared == Some(&TRUE) {
-            return found(key, "hostNamespaces", shared);
+            return found(key, Check::HostNamespaces, shared);
         }
     }
     for (i, volume) in pod.list("volumes") {
         if let Some(path) = present(volume.get("hostPath")) {
             return found(
                 format!("volumes[{i}].hostPath"),
-                "hostPathVolumes",
+                Check::HostPathVolumes,
                 Some(path),
             );
         }
@@ -497,7 +708,7 @@ fn baseline_pod<'a>(pod: &Scope<'a>) -> Found<'a> {
         if !one_of(name, SAFE_SYSCTLS) {
             return found(
                 format!("securityContext.sysctls[{i}].name"),
-                "sysctls",
+                Check::Sysctls,
                 name,
             );
         }
@@ -508,10 +719,11 @@ fn baseline_pod<'a>(pod: &Scope<'a>) -> Found<'a> {
 /// Baseline checks on a `securityContext`, the pod's or a container's.
 fn baseline_context<'a>(s: &Scope<'a>) -> Found<'a> {
     // Each check is named after its field.
-    for rule in ["seccompProfile", "appArmorProfile"] {
-        let kind = obj(s.sc(rule)).map(|profile| profile.get("type"));
+    for check in [Check::SeccompProfile, Check::AppArmorProfile] {
+        let field = check.name();
+        let kind = obj(s.sc(field)).map(|profile| profile.get("type"));
         if let Some(kind) = kind.filter(|k| !one_of(*k, &["RuntimeDefault", "Localhost"])) {
-            return found(format!("securityContext.{rule}.type"), rule, kind);
+            return found(format!("securityContext.{field}.type"), check, kind);
         }
     }
     let selinux = s.sc("seLinuxOptions");
@@ -519,7 +731,7 @@ fn baseline_context<'a>(s: &Scope<'a>) -> Found<'a> {
     if kind.is_some() && !one_of(kind, SELINUX_TYPES) {
         return found(
             "securityContext.seLinuxOptions.type",
-            "seLinuxOptions",
+            Check::SeLinuxOptions,
             kind,
         );
     }
@@ -527,13 +739,13 @@ fn baseline_context<'a>(s: &Scope<'a>) -> Found<'a> {
         let value = at(selinux, key);
         if value.is_some_and(|v| v.as_str() != Some("")) {
             let rel = format!("securityContext.seLinuxOptions.{key}");
-            return found(rel, "seLinuxOptions", value);
+            return found(rel, Check::SeLinuxOptions, value);
         }
     }
     let host_process = at(s.sc("windowsOptions"), "hostProcess");
     if host_process == Some(&TRUE) {
         let rel = "securityContext.windowsOptions.hostProcess";
-        return found(rel, "windowsHostProcess", host_process);
+        return found(rel, Check::WindowsHostProcess, host_process);
     }
     None
 }
@@ -542,23 +754,23 @@ fn baseline_context<'a>(s: &Scope<'a>) -> Found<'a> {
 fn baseline_container<'a>(c: &Scope<'a>) -> Found<'a> {
     let privileged = c.sc("privileged");
     if privileged == Some(&TRUE) {
-        return found("securityContext.privileged", "privileged", privileged);
+        return found("securityContext.privileged", Check::Privileged, privileged);
     }
     for (i, cap) in items(at(c.sc("capabilities"), "add")) {
         if !one_of(Some(cap), BASELINE_CAPABILITIES) {
             let rel = format!("securityContext.capabilities.add[{i}]");
-            return found(rel, "capabilities", Some(cap));
+            return found(rel, Check::Capabilities, Some(cap));
         }
     }
     for (i, port) in items(c.fields.get("ports")) {
         let host_port = port.get("hostPort");
         if host_port.and_then(Value::as_f64).is_some_and(|p| p != 0.0) {
-            return found(format!("ports[{i}].hostPort"), "hostPorts", host_port);
+            return found(format!("ports[{i}].hostPort"), Check::HostPorts, host_port);
         }
     }
     let mount = c.sc("procMount");
     if mount.is_some() && !one_of(mount, &["Default"]) {
-        return found("securityContext.procMount", "procMount", mount);
+        return found("securityContext.procMount", Check::ProcMount, mount);
     }
     // The kubelet would connect to that host, from the node's network.
     for handler in PROBE_HOSTS {
@@ -566,7 +778,7 @@ fn baseline_container<'a>(c: &Scope<'a>) -> Found<'a> {
             let rel = format!("{handler}.{kind}.host");
             let host = lookup(c.fields, &rel);
             if host.is_some_and(|h| h.as_str() != Some("")) {
-                return found(rel, "hostProbesAndHostLifecycle", host);
+                return found(rel, Check::HostProbesAndHostLifecycle, host);
             }
         }
     }
@@ -582,7 +794,7 @@ fn apparmor_annotations(meta: &Value) -> Found<'_> {
         if key.starts_with(APPARMOR_ANNOTATION) && !allowed {
             return found(
                 format!("annotations[{key}]"),
-                "appArmorProfile",
+                Check::AppArmorProfile,
                 Some(value),
             );
         }
@@ -597,7 +809,11 @@ fn restricted_pod<'a>(pod: &Scope<'a>) -> Found<'a> {
             *kind != "name" && !v.is_null() && !RESTRICTED_VOLUMES.contains(&kind.as_str())
         });
         if let Some((kind, v)) = source {
-            return found(format!("volumes[{i}].{kind}"), "restrictedVolumes", Some(v));
+            return found(
+                format!("volumes[{i}].{kind}"),
+                Check::RestrictedVolumes,
+                Some(v),
+            );
         }
     }
     run_as_root(pod)
@@ -608,28 +824,32 @@ fn restricted_container<'a>(c: &Scope<'a>, pod: &Scope<'a>) -> Found<'a> {
     let escalation = c.sc("allowPrivilegeEscalation");
     if escalation != Some(&FALSE) {
         let rel = "securityContext.allowPrivilegeEscalation";
-        return found(rel, "allowPrivilegeEscalation", escalation);
+        return found(rel, Check::AllowPrivilegeEscalation, escalation);
     }
     if let Some(finding) = run_as_root(c) {
         return Some(finding);
     }
     let nonroot = c.sc("runAsNonRoot");
     if nonroot != Some(&TRUE) && pod.sc("runAsNonRoot") != Some(&TRUE) {
-        return found("securityContext.runAsNonRoot", "runAsNonRoot", nonroot);
+        return found("securityContext.runAsNonRoot", Check::RunAsNonRoot, nonroot);
     }
     if obj(c.sc("seccompProfile")).is_none() && obj(pod.sc("seccompProfile")).is_none() {
-        return found("securityContext.seccompProfile", "seccompProfile", None);
+        return found(
+            "securityContext.seccompProfile",
+            Check::SeccompProfile,
+            None,
+        );
     }
     let caps = c.sc("capabilities");
     let drop = at(caps, "drop");
     if !items(drop).any(|(_, cap)| cap.as_str() == Some("ALL")) {
         let rel = "securityContext.capabilities.drop";
-        return found(rel, "capabilitiesRestricted", drop);
+        return found(rel, Check::CapabilitiesRestricted, drop);
     }
     for (i, cap) in items(at(caps, "add")) {
         if !one_of(Some(cap), &["NET_BIND_SERVICE"]) {
             let rel = format!("securityContext.capabilities.add[{i}]");
-            return found(rel, "capabilitiesRestricted", Some(cap));
+            return found(rel, Check::CapabilitiesRestricted, Some(cap));
         }
     }
     None
@@ -639,12 +859,12 @@ fn restricted_container<'a>(c: &Scope<'a>, pod: &Scope<'a>) -> Found<'a> {
 fn run_as_root<'a>(s: &Scope<'a>) -> Found<'a> {
     let nonroot = s.sc("runAsNonRoot");
     if nonroot == Some(&FALSE) {
-        return found("securityContext.runAsNonRoot", "runAsNonRoot", nonroot);
+        return found("securityContext.runAsNonRoot", Check::RunAsNonRoot, nonroot);
     }
     // `0.0` is user 0 to the API server too.
     let user = s.sc("runAsUser");
     if user.is_some_and(|u| u.as_f64() == Some(0.0)) {
-        return found("securityContext.runAsUser", "runAsUser", user);
+        return found("securityContext.runAsUser", Check::RunAsUser, user);
     }
     None
 }
@@ -696,11 +916,61 @@ fn shown(value: Option<&Value>) -> String {
     }
 }
 
+/// The checks as the table in docs/SECURITY.md shows them.
+pub fn checks_table() -> String {
+    let mut out =
+        String::from("| check | from level | where | the level |\n| --- | --- | --- | --- |\n");
+    for c in CHECKS {
+        let wants = c.check.wants(c.level);
+        let wants = match c.restricted {
+            Some(r) if c.level != Level::Restricted => format!("{wants}; restricted {r}"),
+            _ => wants,
+        };
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {wants} |\n",
+            c.name,
+            c.level.as_str(),
+            c.scope
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn the_checks_table_is_in_the_order_of_the_checks_and_names_each_once() {
+        for (i, c) in CHECKS.iter().enumerate() {
+            assert_eq!(c.check as usize, i, "{} is out of place", c.name);
+            assert_eq!(c.check.name(), c.name);
+            assert!(
+                c.level != Level::Privileged,
+                "{}: privileged runs no check",
+                c.name
+            );
+            assert_eq!(
+                c.wants.contains("{}"),
+                !c.list.is_empty(),
+                "{}: a list and its place in the text go together",
+                c.name
+            );
+        }
+        assert_eq!(SELINUX_NAMED_TYPES, &SELINUX_TYPES[1..]);
+    }
+
+    #[test]
+    fn the_security_docs_show_the_checks_table() {
+        let docs = include_str!("../../../docs/SECURITY.md");
+        let table = checks_table();
+        assert!(
+            docs.contains(&table),
+            "docs/SECURITY.md must hold the Pod Security Standards checks as the code has them:\n{table}"
+        );
+    }
 
     // Fixtures: a restricted-compliant spec, wrapped in each kind with a pod spec; each test
     // breaks one field and checks the violation.

@@ -20,7 +20,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use super::pod_security::pod_specs;
+use super::{group_kind, pod_security::pod_specs};
 
 /// The objects a parent's outputs may name: (`group`, `Kind`, name) of its desired and observed
 /// objects, the claim-name prefixes of its StatefulSets, and the names written in the parent's
@@ -377,15 +377,6 @@ fn claim_refs(spec: Option<&Value>, path: &str, refs: &mut Vec<Ref>) {
         refs.push(Ref::VolumeName {
             field: format!("{path}.volumeName"),
         });
-    }
-}
-
-/// (`group`, `Kind`) of `group/version/Kind` (`v1/Kind` for core).
-fn group_kind(kind: &str) -> (&str, &str) {
-    match kind.split('/').collect::<Vec<_>>()[..] {
-        [_version, kind] => ("", kind),
-        [group, _version, kind] => (group, kind),
-        _ => ("", kind),
     }
 }
 

@@ -160,19 +160,40 @@ fn every_sampledb_plugin_has_cases() {
 #[test]
 fn the_case_settings_are_what_the_operator_gives() {
     let suite = |dir: &str| Suite::open(&cases_dir().join(dir)).expect("suite").settings;
-    assert_eq!(suite("storage").grants, windlass::dev::STORAGE_GRANTS);
+    let spec = |name: &str| {
+        windlass::dev::sampledb_manifest(name)
+            .unwrap_or_else(|| panic!("{name} has no manifest"))["spec"]
+            .clone()
+    };
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.as_str().map(str::to_string))
+            .collect()
+    };
+    assert_eq!(
+        suite("storage").grants,
+        strings(&spec("sampledb-storage")["grants"])
+    );
     for dir in ["backup", "upgrade"] {
         assert_eq!(
             suite(dir).config.get("backupClaim"),
-            Some(&json!(windlass::dev::BACKUP_CLAIM)),
+            spec(&format!("sampledb-{dir}"))["config"].get("backupClaim"),
             "{dir}"
         );
+        assert!(suite(dir).config.get("backupClaim").is_some(), "{dir}");
     }
     let chaos = suite("chaos");
-    assert_eq!(chaos.grants, windlass::dev::CHAOS_GRANTS);
+    let chaos_spec = spec("sampledb-chaos");
+    assert_eq!(chaos.grants, strings(&chaos_spec["grants"]));
     assert_eq!(
         chaos.pod_security.service_accounts,
-        [windlass::dev::CHAOS_ACCOUNT]
+        strings(&chaos_spec["podSecurity"]["serviceAccounts"])
+    );
+    assert_eq!(
+        chaos.pod_security.automount_service_account_token,
+        chaos_spec["podSecurity"]["automountServiceAccountToken"] == json!(true)
     );
     assert!(chaos.pod_security.automount_service_account_token);
     for dir in ["primary", "conventions"] {

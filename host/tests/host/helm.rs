@@ -479,6 +479,45 @@ fn the_sampledb_preset_lists_the_sampledb_plugins_in_pipeline_order() {
     );
 }
 
+/// Each plugin of the preset is its manifest under `plugins/` (what `windlass dev` applies):
+/// the same parent, order, grants, pod security, limits, instance mode, failure policy and
+/// config. Only the source is the preset's own (a ConfigMap or a registry reference).
+#[test]
+fn the_preset_is_the_plugins_manifests() {
+    let text = std::fs::read_to_string(sampledb_values()).expect("the SampleDB preset");
+    let values: Value = serde_yaml::from_str(&text).expect("the preset is YAML");
+    let preset = values["plugins"]
+        .as_array()
+        .expect("the preset lists plugins");
+    assert_eq!(preset.len(), windlass::dev::SAMPLEDB_MANIFESTS.len());
+    const SOURCE: &[&str] = &["name", "configMap", "oci", "file", "sha256", "fullName"];
+    for entry in preset {
+        let name = entry["name"].as_str().expect("every entry has a name");
+        let manifest = windlass::dev::sampledb_manifest(name).unwrap_or_else(|| {
+            panic!("{name}: in the preset but has no plugins/{name}/wasmplugin.yaml")
+        });
+        assert_eq!(manifest["kind"], "WasmPlugin", "{name}");
+        assert_eq!(manifest["metadata"]["name"], name, "{name}");
+        let spec = manifest["spec"].as_object().expect("a spec");
+        assert!(
+            spec.get("source").is_none(),
+            "{name}: the manifest names a source"
+        );
+        let entry: serde_json::Map<String, Value> = entry
+            .as_object()
+            .expect("an entry is a map")
+            .iter()
+            .filter(|(k, _)| !SOURCE.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        assert_eq!(
+            Value::Object(entry),
+            Value::Object(spec.clone()),
+            "{name}: the preset and plugins/{name}/wasmplugin.yaml differ"
+        );
+    }
+}
+
 #[test]
 fn the_chart_refuses_values_that_cannot_work() {
     let err = template(&[], &["leaderElection.enabled=false"])

@@ -27,7 +27,7 @@ async fn a_sampledb_gets_owned_labelled_children_and_becomes_ready() {
         "sampledb-storage",
         ("samples.windlass.dev/v1alpha1", "SampleDB"),
         "storage",
-        json!({"grants": windlass::dev::STORAGE_GRANTS}),
+        json!({"grants": windlass::dev::sampledb_spec("sampledb-storage", "/grants")}),
     )
     .await;
     env.run_operator().await;

@@ -25,13 +25,13 @@ impl std::fmt::Debug for Discovery {
 /// Splits `group/version/Kind` (or `v1/Kind`) into a GroupVersionKind.
 /// The apiVersion must be canonical: `/v1/Kind` would otherwise resolve to the core group.
 pub fn parse_kind(key: &str) -> Option<GroupVersionKind> {
-    let (api_version, kind) = key.rsplit_once('/')?;
-    windlass_policy::check_api_version(api_version).ok()?;
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    if version.is_empty() || kind.is_empty() {
-        return None;
-    }
-    Some(GroupVersionKind::gvk(group, version, kind))
+    let parsed = windlass_policy::KindKey::parse(key)?;
+    windlass_policy::check_api_version(&parsed.api_version()).ok()?;
+    Some(GroupVersionKind::gvk(
+        parsed.group,
+        parsed.version,
+        parsed.kind,
+    ))
 }
 
 impl Discovery {

@@ -135,7 +135,7 @@ pub async fn create_backup_volume(client: &Client, ns: &str) {
     pvcs.create(
         &PostParams::default(),
         &serde_json::from_value(json!({
-            "metadata": {"name": windlass::dev::BACKUP_CLAIM},
+            "metadata": {"name": windlass::dev::sampledb_spec("sampledb-backup", "/config/backupClaim")},
             "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "5Gi"}}},
         }))
         .expect("a backup PVC"),

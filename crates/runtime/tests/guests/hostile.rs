@@ -3,100 +3,29 @@
 //! or contained by a precise runtime error, and the runtime then still serves the storage
 //! plugin.
 //!
-//! The end-to-end counterparts, on the devcluster, are in `containment.rs`.
+//! The end-to-end counterparts, on the devcluster, are in host/tests/host/containment.rs.
 
 use std::{
     collections::BTreeSet,
     io::Write,
-    sync::{Arc, Mutex, OnceLock},
+    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
 use serde_json::{Value, json};
-use windlass::{
+use windlass_policy::{
+    Grants, HostAccount, Level, PodGrants, Policy, Rule, content,
     pipeline::{self, Input, Outcome, Pipeline, Stage},
-    policy::{Grants, HostAccount, Level, PodGrants, Policy, Rule, content},
-    runtime::{Error, InstanceMode, Limits, LoadOptions, Phase, Plugin, Request, Runtime},
 };
+use windlass_runtime::{Error, InstanceMode, LoadOptions, Phase, Plugin, Request};
 use windlass_test_guests as guests;
 
+use crate::support::{
+    NOW, assert_still_serving, load, load_with, request, runtime, sampledb, thing, thing_in,
+    with_timeout,
+};
+
 const HOSTILE: &str = "guest-hostile-output";
-const NOW: &str = "2026-01-01T00:00:00Z";
-
-fn runtime() -> &'static Runtime {
-    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| Runtime::new(Default::default()).expect("runtime"))
-}
-
-fn load_with(path: &str, options: LoadOptions) -> Plugin {
-    let label = std::path::Path::new(path)
-        .file_stem()
-        .unwrap()
-        .to_str()
-        .unwrap();
-    runtime()
-        .load(label, &guests::bytes(path), options)
-        .expect("guest loads")
-}
-
-fn load(path: &str) -> Plugin {
-    load_with(path, LoadOptions::default())
-}
-
-fn with_timeout(timeout: Duration) -> LoadOptions {
-    LoadOptions {
-        limits: Limits {
-            timeout,
-            ..Limits::default()
-        },
-        ..LoadOptions::default()
-    }
-}
-
-/// The parent every hostile guest runs for: a Thing in namespace `shop`.
-fn thing() -> Value {
-    thing_in("shop")
-}
-
-fn thing_in(namespace: &str) -> Value {
-    json!({
-        "apiVersion": "example.com/v1", "kind": "Thing",
-        "metadata": {"name": "t1", "namespace": namespace, "uid": "u1"},
-    })
-}
-
-fn request(config: Value) -> Request {
-    Request {
-        phase: Phase::Reconcile,
-        parent: thing().to_string(),
-        observed: vec![],
-        desired: vec![],
-        config: config.to_string(),
-        now: NOW.into(),
-    }
-}
-
-fn sampledb() -> Value {
-    json!({
-        "apiVersion": "samples.windlass.dev/v1alpha1", "kind": "SampleDB",
-        "metadata": {"name": "orders", "namespace": "shop", "uid": "u2"},
-        "spec": {"version": "16.4", "replicas": 2, "storage": {"size": "1Gi"}},
-    })
-}
-
-/// The storage plugin still produces its five children (two Services, ConfigMap, Secret,
-/// StatefulSet) on the same runtime.
-fn assert_still_serving() {
-    let storage = load(guests::STORAGE);
-    let req = Request {
-        parent: sampledb().to_string(),
-        ..request(json!({}))
-    };
-    let resp = storage
-        .call(&req)
-        .expect("storage still works after a misbehaving guest");
-    assert_eq!(resp.desired.len(), 5);
-}
 
 /// A stage running `plugin` with `config`, the declared kinds granted.
 fn stage(plugin: &Arc<Plugin>, config: Value) -> Stage {
