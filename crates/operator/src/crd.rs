@@ -2,7 +2,7 @@
 //! pipeline of a parent kind, and where its component comes from.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::CustomResource;
+use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -94,9 +94,11 @@ impl ParentKind {
     }
 }
 
-/// Where a component comes from.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+/// Where a component comes from: exactly one of `configMap`, `oci` or `file` (the API server
+/// refuses any other combination: a CEL rule on the schema), read as a [`Source`].
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("[has(self.configMap), has(self.oci), has(self.file)].filter(x, x).size() == 1").message("exactly one of configMap, oci or file is required"))]
 pub struct PluginSource {
     /// A key of a ConfigMap's binaryData (or data, base64-free text is not a component).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -269,37 +271,39 @@ fn free_form(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     })
 }
 
+/// A WasmPlugin's source as the host acts on it: exactly one kind. Each kind's verbs
+/// (describe, resolve a revision, fetch, what to watch) are in `controller::source`, one module
+/// per kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source<'a> {
+    /// A ConfigMap key.
+    ConfigMap(&'a ConfigMapSource),
+    /// An OCI artifact.
+    Oci(&'a OciSource),
+    /// A file on the host.
+    File(&'a FileSource),
+}
+
 impl PluginSource {
-    /// Checks that exactly one source is given.
+    /// The one source given. The CRD's CEL rule refuses any other combination at the API
+    /// server; this says it again for a WasmPlugin that reached the host another way (an API
+    /// server without CEL, a file).
     ///
     /// # Errors
     /// A message naming the field.
-    pub fn validate(&self) -> Result<(), String> {
-        let n = [
-            self.config_map.is_some(),
-            self.oci.is_some(),
-            self.file.is_some(),
+    pub fn parse(&self) -> Result<Source<'_>, String> {
+        let given: Vec<Source<'_>> = [
+            self.config_map.as_ref().map(Source::ConfigMap),
+            self.oci.as_ref().map(Source::Oci),
+            self.file.as_ref().map(Source::File),
         ]
-        .iter()
-        .filter(|b| **b)
-        .count();
-        match n {
-            1 => Ok(()),
-            0 => Err("spec.source: one of configMap, oci or file is required".into()),
+        .into_iter()
+        .flatten()
+        .collect();
+        match given[..] {
+            [one] => Ok(one),
+            [] => Err("spec.source: one of configMap, oci or file is required".into()),
             _ => Err("spec.source: only one of configMap, oci or file may be given".into()),
-        }
-    }
-
-    /// A short description for messages (`configMap ns/name[key]`).
-    pub fn describe(&self) -> String {
-        if let Some(cm) = &self.config_map {
-            format!("configMap {}/{}[{}]", cm.namespace, cm.name, cm.key)
-        } else if let Some(oci) = &self.oci {
-            format!("oci {}", oci.reference)
-        } else if let Some(file) = &self.file {
-            format!("file {}", file.path)
-        } else {
-            "no source".into()
         }
     }
 }
@@ -308,6 +312,42 @@ impl PluginSource {
 mod tests {
     use super::*;
     use kube::CustomResourceExt;
+
+    #[test]
+    fn a_source_is_exactly_one_kind_and_the_crd_says_so_to_the_api_server() {
+        let cm = ConfigMapSource {
+            namespace: "ns".into(),
+            name: "p".into(),
+            key: default_key(),
+        };
+        let file = FileSource {
+            path: "/p.wasm".into(),
+        };
+        let one = PluginSource {
+            config_map: Some(cm.clone()),
+            ..PluginSource::default()
+        };
+        assert_eq!(one.parse(), Ok(Source::ConfigMap(&cm)));
+        let two = PluginSource {
+            config_map: Some(cm.clone()),
+            file: Some(file),
+            ..PluginSource::default()
+        };
+        assert!(two.parse().unwrap_err().contains("only one of"));
+        assert!(
+            PluginSource::default()
+                .parse()
+                .unwrap_err()
+                .contains("one of")
+        );
+        let schema = serde_json::to_value(&WasmPlugin::crd().spec.versions[0].schema).unwrap();
+        let rules = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["source"]["x-kubernetes-validations"];
+        assert_eq!(
+            rules[0]["rule"],
+            "[has(self.configMap), has(self.oci), has(self.file)].filter(x, x).size() == 1",
+            "{schema}"
+        );
+    }
 
     #[test]
     fn the_crd_is_cluster_scoped_with_printer_columns_and_a_free_form_config() {
@@ -335,16 +375,16 @@ mod tests {
     #[test]
     fn exactly_one_source_is_required() {
         let mut s = PluginSource::default();
-        assert!(s.validate().unwrap_err().contains("required"));
+        assert!(s.parse().unwrap_err().contains("required"));
         s.file = Some(FileSource {
             path: "/p.wasm".into(),
         });
-        assert!(s.validate().is_ok());
+        assert!(s.parse().is_ok());
         s.oci = Some(OciSource {
             reference: "r/p:1".into(),
             pull_secret: None,
         });
-        assert!(s.validate().unwrap_err().contains("only one"));
+        assert!(s.parse().unwrap_err().contains("only one"));
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Result;
 use windlass::{
-    controller::{self, fetch::OciSettings},
+    controller::{self, source::OciSettings},
     leader::Election,
     operator, policy,
     runtime::{Runtime, RuntimeConfig},

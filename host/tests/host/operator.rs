@@ -1002,3 +1002,69 @@ async fn a_stopped_host_reconciles_nothing_more() {
         "a stopped host reconciled a new parent"
     );
 }
+
+/// A WasmPlugin naming two sources is refused where it is written: by the API server's CEL
+/// rule on the CRD (the real control plane), or — where no rule runs, as on the devcluster —
+/// by the host when it parses the source, naming `spec.source`, with nothing loaded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wasm_plugin_naming_two_sources_is_refused_naming_the_field() {
+    let mut env = Env::start().await;
+    env.put_plugin_bytes("children", guests::bytes(guests::CHILDREN))
+        .await;
+    let wp: windlass::crd::WasmPlugin = serde_json::from_value(json!({
+        "apiVersion": "windlass.dev/v1alpha1", "kind": "WasmPlugin",
+        "metadata": {"name": "two-sources"},
+        "spec": {
+            "parent": {"apiVersion": "example.com/v1", "kind": "Thing"},
+            "source": {
+                "configMap": {"namespace": "windlass-system", "name": "children"},
+                "file": {"path": "/nonexistent/plugin.wasm"},
+            },
+        },
+    }))
+    .expect("a WasmPlugin");
+    let api: Api<windlass::crd::WasmPlugin> = Api::all(env.client.clone());
+    let created = api.create(&PostParams::default(), &wp).await;
+    if real_cluster() {
+        let Err(kube::Error::Api(status)) = created else {
+            panic!("the API server accepted two sources: {created:?}");
+        };
+        assert_eq!(status.code, 422, "{status:?}");
+        assert!(
+            status
+                .message
+                .contains("exactly one of configMap, oci or file is required"),
+            "{}",
+            status.message
+        );
+        assert!(api.get_opt("two-sources").await.unwrap().is_none());
+    } else {
+        created.expect("the devcluster runs no CEL rules");
+        assert_refused_by_the_host(&mut env, &api).await;
+    }
+}
+
+async fn assert_refused_by_the_host(env: &mut Env, api: &Api<windlass::crd::WasmPlugin>) {
+    env.run_operator().await;
+    let ready = eventually("the two-source WasmPlugin's Ready condition", || async {
+        let wp = api.get("two-sources").await.ok()?;
+        wp.status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Ready" && c.status == "False" && c.reason != "NotLoaded")
+    })
+    .await;
+    assert_eq!(ready.reason, "SourceUnavailable");
+    assert!(
+        ready
+            .message
+            .contains("spec.source: only one of configMap, oci or file may be given"),
+        "{}",
+        ready.message
+    );
+    let wp = api.get("two-sources").await.expect("the WasmPlugin");
+    assert!(
+        wp.status.and_then(|s| s.digest).is_none(),
+        "a version serves"
+    );
+}

@@ -25,14 +25,14 @@
 //! - `registry.rs`: the pipelines, one immutable snapshot per parent kind; `index.rs`: which
 //!   cached children carry which parent's uid label; `queue.rs`: how many parents wait for a
 //!   reconcile; `remembered.rs`: what is kept per parent; `limits.rs`: per-parent rate limits;
-//!   `discovery.rs`: the kinds the API server serves; `fetch.rs`: a plugin's bytes.
+//!   `discovery.rs`: the kinds the API server serves; `source/`: a plugin's bytes, one module
+//!   per kind of source (ConfigMap, OCI, file) with the same verbs.
 
 pub mod apply;
 mod canary;
 mod context;
 mod discovery;
 mod error;
-pub mod fetch;
 mod finalizer;
 pub mod index;
 pub(crate) mod kinds;
@@ -45,6 +45,7 @@ mod registry;
 mod remembered;
 mod retire;
 mod shared;
+pub mod source;
 pub mod status;
 
 pub use discovery::Discovery;

@@ -22,7 +22,13 @@ use tokio::sync::mpsc;
 
 use tokio_util::task::AbortOnDropHandle;
 
-use super::{error::LoadError, fetch, retire, shared::Shared, status};
+use super::{
+    error::LoadError,
+    retire,
+    shared::Shared,
+    source::{self, Watch},
+    status,
+};
 use windlass_contract::{InstanceMode, Limits, LoadOptions};
 use windlass_policy::{
     Grants, PodGrants, Policy,
@@ -77,7 +83,7 @@ pub async fn run(shared: Arc<Shared>) {
                 let mut names: BTreeSet<String> = loader
                     .lock_specs()
                     .iter()
-                    .filter(|(_, wp)| wp.spec.source.oci.is_some())
+                    .filter(|(_, wp)| wp.spec.source.parse().map(|s| s.watch()) == Ok(Watch::Poll))
                     .map(|(n, _)| n.clone())
                     .collect();
                 names.extend(loader.lock_retry().iter().cloned());
@@ -243,8 +249,10 @@ impl Loader {
         let used: BTreeSet<(String, String)> = self
             .lock_specs()
             .values()
-            .filter_map(|wp| wp.spec.source.config_map.as_ref())
-            .map(|cm| (cm.namespace.clone(), cm.name.clone()))
+            .filter_map(|wp| match wp.spec.source.parse().ok()?.watch() {
+                Watch::ConfigMap { namespace, name } => Some((namespace, name)),
+                Watch::Poll | Watch::Nothing => None,
+            })
             .collect();
         let mut watches = self.config_maps.lock().unwrap_or_else(|e| e.into_inner());
         // Dropping an owned task stops it.
@@ -255,12 +263,13 @@ impl Loader {
     /// Brings one WasmPlugin's serving version up to date with its spec and source.
     async fn load(self: &Arc<Self>, wp: &WasmPlugin) {
         let name = wp.name_any();
-        if let Some(cm) = &wp.spec.source.config_map {
-            self.watch_config_map(&cm.namespace, &cm.name);
+        let watch = wp.spec.source.parse().map(|s| s.watch());
+        if let Ok(Watch::ConfigMap { namespace, name }) = &watch {
+            self.watch_config_map(namespace, name);
         }
         // A source that moved away from a ConfigMap or a registry leaves nothing behind.
         self.stop_unused_watches();
-        if wp.spec.source.oci.is_none() {
+        if watch != Ok(Watch::Poll) {
             self.forget_manifest(&name);
         }
         let serving = self.shared.registry.serving(&name);
@@ -302,39 +311,33 @@ impl Loader {
         serving: Option<&(String, WasmPluginSpec)>,
     ) -> Result<bool, LoadError> {
         let shared = &self.shared;
-        let mut manifest = None;
-        // The registry options (the pull secret read once per load, for the resolve and the
-        // pull alike).
-        let mut registry = None;
-        if let Some(oci_source) = &spec.source.oci {
-            let options =
-                fetch::oci_options(&shared.client, name, &shared.settings.oci, oci_source).await?;
-            let resolved = windlass_source::oci::resolve(&oci_source.reference, &options)
-                .await
-                .map_err(|source| LoadError::Fetch {
-                    plugin: name.to_string(),
-                    source,
-                })?;
+        let source = source::parse(name, &spec.source)?;
+        // The revision (an OCI manifest digest): the same one, for the same spec, is nothing
+        // new to load, and stops here after one request.
+        let resolved = source
+            .resolve(&shared.client, name, &shared.settings.oci)
+            .await?;
+        let manifest = resolved.revision.clone();
+        if let Some(revision) = &manifest {
             let unchanged = self
                 .manifests
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .get(name)
-                == Some(&resolved);
+                == Some(revision);
             if unchanged && serving.is_some_and(|(_, old)| old == spec) {
                 return Ok(false);
             }
-            manifest = Some(resolved);
-            registry = Some(options);
         }
-        let fetched = fetch::fetch(
-            &shared.client,
-            name,
-            &spec.source,
-            &shared.settings.oci,
-            registry,
-        )
-        .await?;
+        let fetched = source
+            .fetch(
+                &shared.client,
+                name,
+                &shared.settings.oci,
+                resolved,
+                spec.source.sha256.as_deref(),
+            )
+            .await?;
         if let Some(manifest) = manifest {
             let mut manifests = self.manifests.lock().unwrap_or_else(|e| e.into_inner());
             manifests.insert(name.to_string(), manifest);
@@ -453,11 +456,13 @@ impl Loader {
                     .lock_specs()
                     .iter()
                     .filter(|(_, wp)| {
-                        wp.spec
-                            .source
-                            .config_map
-                            .as_ref()
-                            .is_some_and(|s| s.namespace == ns && s.name == cm)
+                        wp.spec.source.parse().is_ok_and(|s| {
+                            s.watch()
+                                == Watch::ConfigMap {
+                                    namespace: ns.clone(),
+                                    name: cm.clone(),
+                                }
+                        })
                     })
                     .map(|(n, _)| n.clone())
                     .collect();

@@ -6,7 +6,7 @@ use std::{sync::Arc, time::Duration};
 use kube::{Client, runtime::events::Recorder};
 use windlass_contract::Engine;
 
-use super::{discovery::Discovery, fetch, limits, registry::Registry};
+use super::{discovery::Discovery, limits, registry::Registry, source};
 use crate::metrics::Metrics;
 
 /// Settings of the controller.
@@ -21,7 +21,7 @@ pub struct Settings {
     /// Longest retry delay.
     pub backoff_max: Duration,
     /// OCI registries and the namespace of pull secrets.
-    pub oci: fetch::OciSettings,
+    pub oci: source::OciSettings,
     /// How often OCI tags are re-resolved; a moved tag triggers the normal verified swap.
     pub oci_poll: Duration,
     /// The earliest a plugin may ask to be run again (`requeue-after`). Default 1 s.
@@ -50,7 +50,7 @@ impl Default for Settings {
             resync: Duration::from_secs(600),
             backoff_base: Duration::from_millis(500),
             backoff_max: Duration::from_secs(300),
-            oci: fetch::OciSettings::default(),
+            oci: source::OciSettings::default(),
             oci_poll: Duration::from_secs(300),
             min_requeue: Duration::from_secs(1),
             reconcile_burst: 10,
