@@ -15,17 +15,10 @@ include!("../plugins/sampledb_plugins.rs");
 /// The misbehaving and helper guests, as (constant name, package, artifact stem).
 const COMPONENTS: &[(&str, &str, &str)] = &[
     ("LOOP", "guest-loop", "guest_loop"),
-    ("ALLOC_BOMB", "guest-alloc-bomb", "guest_alloc_bomb"),
     ("PANIC", "guest-panic", "guest_panic"),
-    ("READ_FILE", "guest-read-file", "guest_read_file"),
-    ("READ_ENV", "guest-read-env", "guest_read_env"),
-    ("SOCKET", "guest-socket", "guest_socket"),
-    ("MANY_OBJECTS", "guest-many-objects", "guest_many_objects"),
-    (
-        "CLUSTER_ROLE_BINDING",
-        "guest-cluster-role-binding",
-        "guest_cluster_role_binding",
-    ),
+    // The misbehaviours a config chooses (`do`): memory, files, environment, network, the
+    // object cap, a privileged kind.
+    ("MISBEHAVE", "guest-misbehave", "guest_misbehave"),
     (
         "OTHER_NAMESPACE",
         "guest-other-namespace",

@@ -14,7 +14,7 @@ use kube::{
 use serde_json::{Value, json};
 use support::*;
 use tokio::sync::watch;
-use windlass::{leader::Election, operator};
+use windlass::leader::Election;
 use windlass_test_guests as guests;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -472,28 +472,12 @@ fn election(identity: &str) -> Election {
 async fn a_standby_takes_over_when_the_leader_stops() {
     let env = Env::start().await;
     env.install_children_plugin().await;
-    let (stop_a, stopped_a) = watch::channel(false);
-    let (a, task_a) = operator::start(
-        env.client.clone(),
-        operator_config("a", Some(election("a"))),
-        engine(),
-        stopped_a,
-    )
-    .await
-    .unwrap();
+    let (stop_a, a, task_a) = env.start_host("a", Some(election("a"))).await;
     eventually("a leads", || async {
         a.health.leading.load(Ordering::Relaxed).then_some(())
     })
     .await;
-    let (stop_b, stopped_b) = watch::channel(false);
-    let (b, _task_b) = operator::start(
-        env.client.clone(),
-        operator_config("b", Some(election("b"))),
-        engine(),
-        stopped_b,
-    )
-    .await
-    .unwrap();
+    let (stop_b, b, _task_b) = env.start_host("b", Some(election("b"))).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(
         !b.health.leading.load(Ordering::Relaxed),
@@ -569,15 +553,7 @@ async fn a_standby_leaves_a_lease_its_holder_renews_whatever_the_clocks_say() {
             }
         })
     };
-    let (stop_b, stopped_b) = watch::channel(false);
-    let (b, _task_b) = operator::start(
-        env.client.clone(),
-        operator_config("b", Some(election("b"))),
-        engine(),
-        stopped_b,
-    )
-    .await
-    .unwrap();
+    let (stop_b, b, _task_b) = env.start_host("b", Some(election("b"))).await;
     // Three lease durations and more: the renewals are seen, the clocks not compared.
     for _ in 0..100 {
         assert!(
@@ -618,15 +594,7 @@ async fn a_leader_whose_renewals_hang_stops_leading_on_time() {
         return;
     }
     env.install_children_plugin().await;
-    let (stop, stopped) = watch::channel(false);
-    let (a, _task) = operator::start(
-        env.client.clone(),
-        operator_config("a", Some(election("a"))),
-        engine(),
-        stopped,
-    )
-    .await
-    .unwrap();
+    let (stop, a, _task) = env.start_host("a", Some(election("a"))).await;
     eventually("a leads", || async {
         a.health.leading.load(Ordering::Relaxed).then_some(())
     })
@@ -809,15 +777,7 @@ async fn a_restarted_operator_catches_up_on_parents_that_already_have_children()
     // wait for those caches.
     let mut env = Env::start().await;
     env.install_children_plugin().await;
-    let (stop_first, stopped_first) = watch::channel(false);
-    let (_, first) = operator::start(
-        env.client.clone(),
-        operator_config("first", None),
-        engine(),
-        stopped_first,
-    )
-    .await
-    .unwrap();
+    let (stop_first, _, first) = env.start_host("first", None).await;
     for i in 0..20 {
         env.create_thing(
             &format!("r{i}"),
@@ -977,15 +937,7 @@ async fn a_stopped_host_reconciles_nothing_more() {
     // go on reconciling beside the next leader.
     let env = Env::start().await;
     env.install_children_plugin().await;
-    let (stop, stopped) = watch::channel(false);
-    let (_handle, task) = operator::start(
-        env.client.clone(),
-        operator_config("a", None),
-        engine(),
-        stopped,
-    )
-    .await
-    .unwrap();
+    let (stop, _handle, task) = env.start_host("a", None).await;
     env.create_thing("t1", json!({"names": ["a"], "value": "v"}))
         .await;
     eventually("reconciled while running", || async {

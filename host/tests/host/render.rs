@@ -155,7 +155,9 @@ fn render_fails_clearly_on_bad_input_and_misbehaving_plugins() {
         "-f",
         "examples/sampledb.yaml",
         "--plugin",
-        guests::CLUSTER_ROLE_BINDING,
+        guests::MISBEHAVE,
+        "--config",
+        "do=clusterRoleBinding",
     ]);
     assert!(!ok);
     assert!(
@@ -167,7 +169,9 @@ fn render_fails_clearly_on_bad_input_and_misbehaving_plugins() {
         "-f",
         "examples/sampledb.yaml",
         "--plugin",
-        guests::CLUSTER_ROLE_BINDING,
+        guests::MISBEHAVE,
+        "--config",
+        "do=clusterRoleBinding",
         "--grant",
         "rbac.authorization.k8s.io/v1/ClusterRoleBinding",
     ]);

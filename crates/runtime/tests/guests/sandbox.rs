@@ -20,8 +20,16 @@ use crate::support::{
 
 /// Runs one plugin through the pipeline (policy included).
 fn run_pipeline(plugin: Plugin) -> Result<pipeline::Outcome, pipeline::Error> {
+    run_pipeline_with(plugin, json!({}))
+}
+
+/// [`run_pipeline`] with the plugin given `config`.
+fn run_pipeline_with(plugin: Plugin, config: Value) -> Result<pipeline::Outcome, pipeline::Error> {
     let pipeline = Pipeline {
-        stages: vec![Stage::new(Arc::new(plugin))],
+        stages: vec![Stage {
+            config,
+            ..Stage::new(Arc::new(plugin))
+        }],
         policy: Default::default(),
     };
     pipeline.run(Input::new(Phase::Reconcile, &thing(), &[], NOW))
@@ -60,20 +68,22 @@ fn an_allocation_bomb_hits_the_memory_limit() {
         ..Limits::default()
     };
     let plugin = load_with(
-        guests::ALLOC_BOMB,
+        guests::MISBEHAVE,
         LoadOptions {
             limits,
             ..Default::default()
         },
     );
-    let err = plugin.call(&request(json!({}))).unwrap_err();
+    let err = plugin
+        .call(&request(json!({"do": "allocBomb"})))
+        .unwrap_err();
     assert!(
         matches!(&err, Error::MemoryLimit { limit, .. } if *limit == 32 << 20),
         "{err}"
     );
     assert_eq!(
         err.to_string(),
-        "plugin guest-alloc-bomb: memory limit of 33554432 bytes exceeded"
+        "plugin guest-misbehave: memory limit of 33554432 bytes exceeded"
     );
     assert_still_serving();
 }
@@ -96,15 +106,15 @@ fn a_panic_is_a_trap_carrying_the_panic_message() {
 
 #[test]
 fn a_guest_finds_no_files() {
-    let err = load(guests::READ_FILE)
-        .call(&request(json!({"path": "/etc/passwd"})))
+    let err = load(guests::MISBEHAVE)
+        .call(&request(json!({"do": "readFile", "path": "/etc/passwd"})))
         .unwrap_err();
     assert!(
         matches!(&err, Error::Plugin { kind: PluginErrorKind::Failed, message, .. } if message == "reading /etc/passwd: NotFound"),
         "{err}"
     );
-    let err = load(guests::READ_FILE)
-        .call(&request(json!({"path": "Cargo.toml"})))
+    let err = load(guests::MISBEHAVE)
+        .call(&request(json!({"do": "readFile", "path": "Cargo.toml"})))
         .unwrap_err();
     assert!(
         matches!(&err, Error::Plugin { message, .. } if message == "reading Cargo.toml: NotFound"),
@@ -115,8 +125,8 @@ fn a_guest_finds_no_files() {
 
 #[test]
 fn a_guest_sees_no_environment_arguments_or_working_directory() {
-    let err = load(guests::READ_ENV)
-        .call(&request(json!({})))
+    let err = load(guests::MISBEHAVE)
+        .call(&request(json!({"do": "readEnv"})))
         .unwrap_err();
     let Error::Plugin { kind, message, .. } = &err else {
         panic!("{err}")
@@ -132,8 +142,8 @@ fn a_guest_cannot_open_a_socket() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let address = listener.local_addr().unwrap().to_string();
-    let err = load(guests::SOCKET)
-        .call(&request(json!({"address": address})))
+    let err = load(guests::MISBEHAVE)
+        .call(&request(json!({"do": "socket", "address": address})))
         .unwrap_err();
     let Error::Plugin { kind, message, .. } = &err else {
         panic!("{err}")
@@ -153,10 +163,10 @@ fn a_guest_cannot_open_a_socket() {
 
 #[test]
 fn a_hundred_thousand_objects_are_refused_by_the_object_cap() {
-    let err = run_pipeline(load(guests::MANY_OBJECTS)).unwrap_err();
+    let err = run_pipeline_with(load(guests::MISBEHAVE), json!({"do": "manyObjects"})).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "plugin guest-many-objects: invalid output (OutputTooLarge): desired: 100000 objects is more than the limit of 1000"
+        "plugin guest-misbehave: invalid output (OutputTooLarge): desired: 100000 objects is more than the limit of 1000"
     );
     assert_eq!(err.reason(), "InvalidOutput");
     assert_still_serving();
@@ -164,14 +174,26 @@ fn a_hundred_thousand_objects_are_refused_by_the_object_cap() {
 
 #[test]
 fn a_cluster_role_binding_is_refused_unless_granted() {
-    let err = run_pipeline(load(guests::CLUSTER_ROLE_BINDING)).unwrap_err();
+    let err = run_pipeline_with(load(guests::MISBEHAVE), json!({"do": "clusterRoleBinding"}))
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "plugin guest-cluster-role-binding: invalid output (PrivilegedKind): desired[0] rbac.authorization.k8s.io/v1/ClusterRoleBinding i-am-admin: \
+        "plugin guest-misbehave: invalid output (PrivilegedKind): desired[0] rbac.authorization.k8s.io/v1/ClusterRoleBinding i-am-admin: \
          kind rbac.authorization.k8s.io/v1/ClusterRoleBinding confers privileges and is not granted by name"
     );
-    assert_eq!(err.plugin(), Some("guest-cluster-role-binding"));
+    assert_eq!(err.plugin(), Some("guest-misbehave"));
     assert_still_serving();
+}
+
+#[test]
+fn a_misbehaviour_the_guest_does_not_know_is_its_invalid_config() {
+    let err = load(guests::MISBEHAVE)
+        .call(&request(json!({"do": "fly"})))
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Plugin { kind: PluginErrorKind::InvalidConfig, message, .. } if message == "unknown misbehaviour \"fly\""),
+        "{err}"
+    );
 }
 
 #[test]

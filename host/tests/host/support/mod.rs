@@ -245,6 +245,29 @@ impl Env {
         }
     }
 
+    /// Starts one more host on this cluster, as `identity`, with `election`: its stop switch
+    /// (send `true`), its handle and its task.
+    pub async fn start_host(
+        &self,
+        identity: &str,
+        election: Option<Election>,
+    ) -> (
+        watch::Sender<bool>,
+        operator::Handle,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let (stop, stopped) = watch::channel(false);
+        let (handle, task) = operator::start(
+            self.client.clone(),
+            operator_config(identity, election),
+            engine(),
+            stopped,
+        )
+        .await
+        .expect("the host starts");
+        (stop, handle, task)
+    }
+
     pub async fn run_operator(&mut self) {
         self.run_operator_with(operator_config("test", None)).await;
     }
