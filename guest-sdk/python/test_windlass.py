@@ -199,6 +199,14 @@ class OutputReports(unittest.TestCase):
         out.requeue_after(20)
         self.assertEqual(out.to_parts().requeue_after_secs, 10)
 
+    def test_a_requeue_may_be_a_timedelta_as_in_the_rust_and_go_sdks(self):
+        import datetime
+
+        out = Output()
+        out.requeue_after(datetime.timedelta(minutes=2, milliseconds=500))
+        out.requeue_after(300)
+        self.assertEqual(out.to_parts().requeue_after_secs, 120)
+
     def test_a_huge_requeue_is_clamped_to_u32(self):
         out = Output()
         out.requeue_after(2**40)

@@ -156,11 +156,18 @@ impl Context {
         self.observed.iter().filter(move |o| has_kind(o, kind))
     }
 
-    /// The observed object of `kind` (`group/version/Kind`) with this name.
-    pub fn observed_object(&self, kind: &str, name: &str) -> Option<&Value> {
+    /// The observed object of `kind` (`group/version/Kind`) with this name: `find_observed` in
+    /// every SDK (`find_observed`, `findObserved`, `FindObserved`).
+    pub fn find_observed(&self, kind: &str, name: &str) -> Option<&Value> {
         self.observed.iter().find(|o| {
             has_kind(o, kind) && o.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
         })
+    }
+
+    /// The old name of [`Context::find_observed`].
+    #[deprecated(note = "renamed find_observed, as the other SDKs name it")]
+    pub fn observed_object(&self, kind: &str, name: &str) -> Option<&Value> {
+        self.find_observed(kind, name)
     }
 
     /// Observed objects of a k8s-openapi type. Objects that do not deserialize are skipped and

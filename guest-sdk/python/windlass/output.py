@@ -118,7 +118,10 @@ class Output:
         self.events.append(Event(bool(warning), reason, str(message)))
 
     def requeue_after(self, secs) -> None:
-        """Asks to run again after `secs` seconds (the earliest request wins)."""
+        """Asks to run again after `secs`: seconds, or a `datetime.timedelta` as the Rust and Go
+        SDKs take a duration (the earliest request wins; whole seconds reach the host)."""
+        if hasattr(secs, "total_seconds"):
+            secs = secs.total_seconds()
         secs = int(secs)
         if secs < 0:
             raise ValueError("requeue_after: seconds must not be negative")

@@ -135,5 +135,5 @@ pub(crate) fn parse_time(text: &str) -> Option<Time> {
 
 /// The observed Job of this name.
 pub(crate) fn observed_job<'a>(ctx: &'a Context, job: &str) -> Option<&'a Value> {
-    ctx.observed_object("batch/v1/Job", job)
+    ctx.find_observed("batch/v1/Job", job)
 }

@@ -56,7 +56,7 @@ pub(crate) fn reconcile(
     } else if ctx.status("/initialized").and_then(Value::as_bool) == Some(true) {
         Init::Done
     } else {
-        let observed = ctx.observed_object("batch/v1/Job", &job_name);
+        let observed = ctx.find_observed("batch/v1/Job", &job_name);
         let state = match observed {
             Some(job) => match job_state(job) {
                 JobState::Complete { .. } => Init::Completed,

@@ -28,10 +28,7 @@ pub(crate) enum JobState {
 /// The state of the observed Job called `name`.
 pub(crate) fn state(ctx: &Context, name: &str) -> JobState {
     use windlass_sdk::jobs::{self, JobState as Observed};
-    match ctx
-        .observed_object("batch/v1/Job", name)
-        .map(jobs::job_state)
-    {
+    match ctx.find_observed("batch/v1/Job", name).map(jobs::job_state) {
         None => JobState::Absent,
         Some(Observed::Running) => JobState::Running,
         Some(Observed::Complete { .. }) => JobState::Complete,
