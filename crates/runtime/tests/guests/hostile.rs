@@ -7,8 +7,7 @@
 
 use std::{
     collections::BTreeSet,
-    io::Write,
-    sync::{Arc, Mutex},
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -21,8 +20,8 @@ use windlass_runtime::{Error, InstanceMode, LoadOptions, Phase, Plugin, Request}
 use windlass_test_guests as guests;
 
 use crate::support::{
-    NOW, assert_still_serving, load, load_with, request, runtime, sampledb, thing, thing_in,
-    with_timeout,
+    NOW, assert_still_serving, capture_log, load, load_with, request, runtime, sampledb, thing,
+    thing_in, with_timeout,
 };
 
 const HOSTILE: &str = "guest-hostile-output";
@@ -1026,31 +1025,6 @@ fn a_guest_log_line_cannot_start_a_line_of_the_hosts_log_nor_rewrite_the_termina
         "{log}"
     );
     assert!(!log.contains('\r') && !log.contains('\u{1b}'), "{log:?}");
-}
-
-/// What the subscriber on this thread logged while `f` ran (plugin calls run on the caller's
-/// thread).
-fn capture_log<R>(f: impl FnOnce() -> R) -> (R, String) {
-    #[derive(Clone, Default)]
-    struct Sink(Arc<Mutex<Vec<u8>>>);
-    impl Write for Sink {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let sink = Sink::default();
-    let writer = sink.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    let result = tracing::subscriber::with_default(subscriber, f);
-    let log = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
-    (result, log)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ use windlass_runtime::{
 use windlass_test_guests as guests;
 
 use crate::support::{
-    NOW, assert_still_serving, load, load_with, request, runtime, sampledb, thing,
+    NOW, assert_still_serving, capture_log, load, load_with, request, runtime, sampledb, thing,
 };
 
 /// Runs one plugin through the pipeline (policy included).
@@ -391,28 +391,9 @@ fn the_precompiled_cache_survives_a_restart_and_heals_a_corrupt_artifact() {
 
 #[test]
 fn plugin_output_is_captured_into_the_log_with_the_plugins_name() {
-    use std::sync::Mutex;
-    #[derive(Clone, Default)]
-    struct Sink(Arc<Mutex<Vec<u8>>>);
-    impl std::io::Write for Sink {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let sink = Sink::default();
-    let writer = sink.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    tracing::subscriber::with_default(subscriber, || {
+    let ((), log) = capture_log(|| {
         load(guests::STATEFUL).call(&request(json!({}))).unwrap();
     });
-    let log = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
     assert!(
         log.contains("plugin=\"guest-stateful\"") || log.contains("plugin=guest-stateful"),
         "{log}"

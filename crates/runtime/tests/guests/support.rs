@@ -2,7 +2,11 @@
 //! a parent and a request, and the check that the runtime still serves the storage plugin
 //! after a misbehaving guest.
 
-use std::{sync::OnceLock, time::Duration};
+use std::{
+    io::Write,
+    sync::{Arc, Mutex, OnceLock},
+    time::Duration,
+};
 
 use serde_json::{Value, json};
 use windlass_runtime::{Limits, LoadOptions, Phase, Plugin, Request, Runtime, RuntimeConfig};
@@ -92,4 +96,29 @@ pub fn assert_still_serving() {
         .call(&req)
         .expect("storage still works after a misbehaving guest");
     assert_eq!(resp.desired.len(), 5);
+}
+
+/// What the subscriber on this thread logged while `f` ran (plugin calls run on the caller's
+/// thread).
+pub fn capture_log<R>(f: impl FnOnce() -> R) -> (R, String) {
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+    impl Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let sink = Sink::default();
+    let writer = sink.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let result = tracing::subscriber::with_default(subscriber, f);
+    let log = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+    (result, log)
 }
