@@ -14,17 +14,9 @@ include!("../plugins/sampledb_plugins.rs");
 
 /// The misbehaving and helper guests, as (constant name, package, artifact stem).
 const COMPONENTS: &[(&str, &str, &str)] = &[
-    ("LOOP", "guest-loop", "guest_loop"),
-    ("PANIC", "guest-panic", "guest_panic"),
-    // The misbehaviours a config chooses (`do`): memory, files, environment, network, the
-    // object cap, a privileged kind.
+    // The misbehaviours a config chooses (`do`): a loop, a panic, memory, files, environment,
+    // network, the object cap, a privileged kind, another namespace, output that is not JSON.
     ("MISBEHAVE", "guest-misbehave", "guest_misbehave"),
-    (
-        "OTHER_NAMESPACE",
-        "guest-other-namespace",
-        "guest_other_namespace",
-    ),
-    ("INVALID_JSON", "guest-invalid-json", "guest_invalid_json"),
     ("STATEFUL", "guest-stateful", "guest_stateful"),
     (
         "FUTURE_CONTRACT",
@@ -40,11 +32,7 @@ const COMPONENTS: &[(&str, &str, &str)] = &[
         "guest_hostile_output",
     ),
     ("EXFILTRATE", "guest-exfiltrate", "guest_exfiltrate"),
-    ("FLOOD", "guest-flood", "guest_flood"),
-    ("SLEEP", "guest-sleep", "guest_sleep"),
     ("SLEEP_INFO", "guest-sleep-info", "guest_sleep_info"),
-    ("CLOCK", "guest-clock", "guest_clock"),
-    ("TABLE", "guest-table", "guest_table"),
     (
         "UNSERVED_KIND",
         "guest-unserved-kind",

@@ -303,20 +303,20 @@ async fn a_service_account_token_secret_is_refused_unless_granted() {
 async fn a_flood_of_events_in_one_call_is_refused_whole() {
     let env = hostile_env(
         "flood",
-        guests::FLOOD,
-        json!({"config": {"events": 100_000}}),
+        guests::HOSTILE_OUTPUT,
+        json!({"config": {"attack": "flood", "events": 100_000}}),
     )
     .await;
     env.create_thing("flooder", json!({})).await;
     let c = reconciled(&env, "flooder", "False").await;
     assert_eq!(
         c["message"],
-        "plugin guest-flood: invalid output (OutputTooLarge): events: 100000 events in one call is more than the limit of 16"
+        "plugin guest-hostile-output: invalid output (OutputTooLarge): events: 100000 events in one call is more than the limit of 16"
     );
     let metrics = env.metrics().await;
     assert!(
         metrics.contains(
-            r#"windlass_policy_refusals_total{plugin="guest-flood",rule="OutputTooLarge"}"#
+            r#"windlass_policy_refusals_total{plugin="guest-hostile-output",rule="OutputTooLarge"}"#
         ),
         "{metrics}"
     );
@@ -325,8 +325,9 @@ async fn a_flood_of_events_in_one_call_is_refused_whole() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_asking_to_run_again_at_once_is_held_to_the_rate_and_its_events_to_a_burst() {
     // 10 events of 5,000 bytes per call and a requeue after 0 s.
-    let config = json!({"config": {"events": 10, "messageBytes": 5000, "requeueAfter": 0}});
-    let env = hostile_env("flood", guests::FLOOD, config).await;
+    let config = json!({"config":
+        {"attack": "flood", "events": 10, "messageBytes": 5000, "requeueAfter": 0}});
+    let env = hostile_env("flood", guests::HOSTILE_OUTPUT, config).await;
     env.create_thing("flooder", json!({})).await;
     reconciled(&env, "flooder", "True").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -357,19 +358,22 @@ async fn a_plugin_asking_to_run_again_at_once_is_held_to_the_rate_and_its_events
     );
     let metrics = env.metrics().await;
     assert!(
-        metrics
-            .contains(r#"windlass_policy_refusals_total{plugin="guest-flood",rule="EventRate"}"#),
+        metrics.contains(
+            r#"windlass_policy_refusals_total{plugin="guest-hostile-output",rule="EventRate"}"#
+        ),
         "{metrics}"
     );
 }
 
-/// Calls of the flood plugin so far.
+/// Calls of the flooding plugin so far.
 async fn calls(env: &Env) -> f64 {
     let metrics = env.metrics().await;
     metrics
         .lines()
         .find(|l| {
-            l.starts_with(r#"windlass_plugin_calls_total{plugin="guest-flood",outcome="ok"}"#)
+            l.starts_with(
+                r#"windlass_plugin_calls_total{plugin="guest-hostile-output",outcome="ok"}"#,
+            )
         })
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
         .unwrap_or(0.0)
@@ -380,15 +384,18 @@ async fn a_guest_asleep_in_a_host_call_is_stopped_at_its_deadline() {
     let limit = json!({"timeoutMs": 300});
     let env = hostile_env(
         "sleep",
-        guests::SLEEP,
-        json!({"limits": limit, "config": {"how": "sleep", "ms": 15_000}}),
+        guests::HOSTILE_OUTPUT,
+        json!({"limits": limit, "config": {"attack": "sleep", "how": "sleep", "ms": 15_000}}),
     )
     .await;
     let started = Instant::now();
     env.create_thing("sleeper", json!({})).await;
     let c = reconciled(&env, "sleeper", "False").await;
     assert_eq!(c["reason"], "Timeout", "{c}");
-    assert_eq!(c["message"], "plugin guest-sleep: timed out after 300ms");
+    assert_eq!(
+        c["message"],
+        "plugin guest-hostile-output: timed out after 300ms"
+    );
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "{:?}",
@@ -401,7 +408,7 @@ async fn a_guest_asleep_in_a_host_call_is_stopped_at_its_deadline() {
             "sleep",
             THING,
             "sleep",
-            json!({"limits": limit, "config": {"how": how, "ms": 15_000, "variant": how}}),
+            json!({"limits": limit, "config": {"attack": "sleep", "how": how, "ms": 15_000, "variant": how}}),
         )
         .await;
         let generation = env.wasm_plugin("sleep").await.metadata.generation;
@@ -415,7 +422,7 @@ async fn a_guest_asleep_in_a_host_call_is_stopped_at_its_deadline() {
             "{how}: {error}"
         );
         assert!(
-            error.ends_with("plugin guest-sleep: timed out after 300ms"),
+            error.ends_with("plugin guest-hostile-output: timed out after 300ms"),
             "{how}: {error}"
         );
     }

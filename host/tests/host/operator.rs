@@ -256,7 +256,9 @@ async fn updating_the_plugins_config_map_swaps_the_logic_without_a_restart() {
 }
 
 /// Swaps in a broken version and checks that v1 keeps serving and nothing is deleted.
-async fn broken_version_is_refused(bytes: Vec<u8>, pin: Option<&str>, reason: &str) {
+/// `spec` (when given) is applied over the WasmPlugin's spec first and waited for, so the
+/// broken version is judged with it.
+async fn broken_version_is_refused(bytes: Vec<u8>, spec: Option<Value>, reason: &str) {
     let mut env = Env::start().await;
     env.with_children_plugin().await;
     env.create_thing("t1", json!({"names": ["a", "b"], "value": "v"}))
@@ -279,14 +281,14 @@ async fn broken_version_is_refused(bytes: Vec<u8>, pin: Option<&str>, reason: &s
     .await;
     // A later status write in another second must keep the transition time: Ready stays True.
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    if let Some(pin) = pin {
-        env.put_wasm_plugin(
-            "children",
-            ("example.com/v1", "Thing"),
-            "children",
-            json!({"source": {
-            "configMap": {"namespace": "windlass-system", "name": "children"}, "sha256": pin}}),
-        )
+    if let Some(spec) = spec {
+        env.put_wasm_plugin("children", ("example.com/v1", "Thing"), "children", spec)
+            .await;
+        let generation = env.wasm_plugin("children").await.metadata.generation;
+        eventually("the new spec seen by the loader", || async {
+            let status = env.wasm_plugin("children").await.status?;
+            (status.observed_generation == generation).then_some(())
+        })
         .await;
     }
     env.put_plugin_bytes("children", bytes).await;
@@ -317,21 +319,37 @@ async fn broken_version_is_refused(bytes: Vec<u8>, pin: Option<&str>, reason: &s
     assert_eq!(env.children_of("t1").await.len(), 2, "no child was deleted");
 }
 
+/// The children WasmPlugin's source, pinned to `pin`.
+fn pin_spec(pin: &str) -> Value {
+    json!({"source": {
+        "configMap": {"namespace": "windlass-system", "name": "children"}, "sha256": pin}})
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_version_that_traps_is_refused_and_the_old_one_keeps_serving() {
-    broken_version_is_refused(guests::bytes(guests::PANIC), None, "Trap").await;
+    broken_version_is_refused(
+        guests::bytes(guests::MISBEHAVE),
+        Some(json!({"config": {"do": "panic"}})),
+        "Trap",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_version_that_times_out_is_refused_and_the_old_one_keeps_serving() {
-    broken_version_is_refused(guests::bytes(guests::LOOP), None, "Timeout").await;
+    broken_version_is_refused(
+        guests::bytes(guests::MISBEHAVE),
+        Some(json!({"config": {"do": "loop"}})),
+        "Timeout",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_version_with_forbidden_output_is_refused_and_the_old_one_keeps_serving() {
     broken_version_is_refused(
-        guests::bytes(guests::OTHER_NAMESPACE),
-        None,
+        guests::bytes(guests::MISBEHAVE),
+        Some(json!({"config": {"do": "otherNamespace"}})),
         "InvalidOutput",
     )
     .await;
@@ -342,7 +360,7 @@ async fn a_version_with_the_wrong_digest_is_refused_and_the_old_one_keeps_servin
     let pin = windlass::runtime::digest(&guests::bytes(guests::CHILDREN));
     broken_version_is_refused(
         guests::bytes(guests::CHILDREN_V2),
-        Some(&pin),
+        Some(pin_spec(&pin)),
         "DigestMismatch",
     )
     .await;
@@ -353,7 +371,7 @@ async fn a_malformed_pin_on_a_config_map_source_is_refused_as_such() {
     // Checked before the ConfigMap is read, as for a registry: not a digest mismatch.
     broken_version_is_refused(
         guests::bytes(guests::CHILDREN_V2),
-        Some("sha256:not-a-digest"),
+        Some(pin_spec("sha256:not-a-digest")),
         "InvalidPin",
     )
     .await;

@@ -123,7 +123,9 @@ fn render_fails_clearly_on_bad_input_and_misbehaving_plugins() {
         "--plugin",
         guests::STORAGE,
         "--plugin",
-        guests::PANIC,
+        guests::MISBEHAVE,
+        "--config",
+        "guest-misbehave:do=panic",
     ]);
     assert!(!ok);
     assert!(
@@ -131,7 +133,7 @@ fn render_fails_clearly_on_bad_input_and_misbehaving_plugins() {
         "nothing is printed when the pipeline fails: {stdout}"
     );
     assert!(
-        stderr.contains("error: plugin guest-panic: trapped:"),
+        stderr.contains("error: plugin guest-misbehave: trapped:"),
         "{stderr}"
     );
 

@@ -917,16 +917,26 @@ fn a_secret_withheld_from_a_plugin_keeps_its_producer() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// guest-flood
+// guest-hostile-output's floods
+
+/// The flood attack, with `config` (the flood's counts) added to it.
+fn flood_config(config: Value) -> Value {
+    let mut config = config;
+    config["attack"] = json!("flood");
+    config
+}
 
 fn run_flood(config: Value) -> Result<Outcome, pipeline::Error> {
-    run(stage(&Arc::new(load(guests::FLOOD)), config))
+    run(stage(
+        &Arc::new(load(guests::HOSTILE_OUTPUT)),
+        flood_config(config),
+    ))
 }
 
 #[test]
 fn seventeen_events_in_one_call_are_refused() {
     Refusal {
-        plugin: "guest-flood",
+        plugin: "guest-hostile-output",
         rule: Rule::OutputTooLarge,
         object: "events",
         field: "",
@@ -939,7 +949,7 @@ fn seventeen_events_in_one_call_are_refused() {
 #[test]
 fn thirty_three_conditions_in_one_call_are_refused() {
     Refusal {
-        plugin: "guest-flood",
+        plugin: "guest-hostile-output",
         rule: Rule::OutputTooLarge,
         object: "conditions",
         field: "",
@@ -980,10 +990,14 @@ fn a_long_condition_message_is_cut_to_32_kib() {
 #[test]
 fn a_flood_of_log_lines_is_capped_and_the_call_still_returns() {
     // Loaded (and compiled) before the clock starts; default limits.
-    let flood = Arc::new(load(guests::FLOOD));
+    let flood = Arc::new(load(guests::HOSTILE_OUTPUT));
     let started = Instant::now();
-    let (result, log) =
-        capture_log(|| run(stage(&flood, json!({"logLines": 100_000, "logBytes": 100}))));
+    let (result, log) = capture_log(|| {
+        run(stage(
+            &flood,
+            flood_config(json!({"logLines": 100_000, "logBytes": 100})),
+        ))
+    });
     let took = started.elapsed();
     println!("100,000 log lines: the call returned after {took:?}");
     result.unwrap_or_else(|e| panic!("{e}"));
@@ -1028,7 +1042,7 @@ fn a_guest_log_line_cannot_start_a_line_of_the_hosts_log_nor_rewrite_the_termina
 }
 
 // ---------------------------------------------------------------------------------------------
-// guest-sleep, guest-sleep-info
+// guest-hostile-output's sleeps, guest-sleep-info
 
 const LIMIT: Duration = Duration::from_millis(300);
 
@@ -1040,18 +1054,23 @@ fn bound() -> Duration {
 
 /// A guest waiting 15 s in `how` is stopped with a timeout, well before 15 s.
 fn assert_sleep_stopped_at_its_deadline(how: &str) {
-    let plugin = load_with(guests::SLEEP, with_timeout(LIMIT));
+    let plugin = load_with(guests::HOSTILE_OUTPUT, with_timeout(LIMIT));
     let started = Instant::now();
     let err = plugin
-        .call(&request(json!({"how": how, "ms": 15_000})))
+        .call(&request(
+            json!({"attack": "sleep", "how": how, "ms": 15_000}),
+        ))
         .unwrap_err();
     let took = started.elapsed();
     println!("{how}: stopped after {took:?} (limit {LIMIT:?})");
     assert!(
-        matches!(&err, Error::Timeout { plugin, limit } if plugin == "guest-sleep" && *limit == LIMIT),
+        matches!(&err, Error::Timeout { plugin, limit } if plugin == "guest-hostile-output" && *limit == LIMIT),
         "{how}: {err}"
     );
-    assert_eq!(err.to_string(), "plugin guest-sleep: timed out after 300ms");
+    assert_eq!(
+        err.to_string(),
+        "plugin guest-hostile-output: timed out after 300ms"
+    );
     assert!(took < bound(), "{how}: the call returned after {took:?}");
     assert_still_serving();
 }
@@ -1078,9 +1097,9 @@ fn a_guest_blocked_on_a_pollable_is_stopped_at_its_deadline() {
 
 #[test]
 fn a_short_wait_in_every_way_finishes_within_the_limit() {
-    let plugin = load_with(guests::SLEEP, with_timeout(LIMIT));
+    let plugin = load_with(guests::HOSTILE_OUTPUT, with_timeout(LIMIT));
     for how in ["sleep", "poll", "instant", "block"] {
-        let resp = plugin.call(&request(json!({"how": how, "ms": 1})));
+        let resp = plugin.call(&request(json!({"attack": "sleep", "how": how, "ms": 1})));
         assert!(resp.is_ok(), "{how}: {}", resp.unwrap_err());
     }
 }
@@ -1113,16 +1132,16 @@ fn a_guest_sleeping_in_info_times_out_at_load() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// guest-clock, guest-table, guest-stateful
+// guest-hostile-output's clock and pollables, guest-stateful
 
 #[test]
 fn a_guest_reads_the_requests_now_and_no_clock_of_the_hosts() {
-    let clock = load(guests::CLOCK);
+    let clock = load(guests::HOSTILE_OUTPUT);
     let status_at = |now: &str| {
         let resp = clock
             .call(&Request {
                 now: now.into(),
-                ..request(json!({}))
+                ..request(json!({"attack": "clock"}))
             })
             .unwrap();
         serde_json::from_str::<Value>(&resp.status.unwrap()).unwrap()
@@ -1153,11 +1172,13 @@ fn a_guest_reads_the_requests_now_and_no_clock_of_the_hosts() {
 
 #[test]
 fn a_guest_holding_millions_of_pollables_traps_at_the_resource_cap() {
-    let err = load(guests::TABLE).call(&request(json!({}))).unwrap_err();
+    let err = load(guests::HOSTILE_OUTPUT)
+        .call(&request(json!({"attack": "pollables"})))
+        .unwrap_err();
     let Error::Trap { plugin, message } = &err else {
         panic!("expected a trap, got {err}")
     };
-    assert_eq!(plugin, "guest-table");
+    assert_eq!(plugin, "guest-hostile-output");
     assert!(message.contains("WASI resources"), "{message}");
     assert!(message.contains("more than 10000"), "{message}");
     assert_eq!(err.reason(), "Trap");

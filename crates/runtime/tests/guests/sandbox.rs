@@ -18,12 +18,7 @@ use crate::support::{
     NOW, assert_still_serving, capture_log, load, load_with, request, runtime, sampledb, thing,
 };
 
-/// Runs one plugin through the pipeline (policy included).
-fn run_pipeline(plugin: Plugin) -> Result<pipeline::Outcome, pipeline::Error> {
-    run_pipeline_with(plugin, json!({}))
-}
-
-/// [`run_pipeline`] with the plugin given `config`.
+/// Runs one plugin, given `config`, through the pipeline (policy included).
 fn run_pipeline_with(plugin: Plugin, config: Value) -> Result<pipeline::Outcome, pipeline::Error> {
     let pipeline = Pipeline {
         stages: vec![Stage {
@@ -42,19 +37,22 @@ fn an_infinite_loop_is_interrupted_at_the_time_limit() {
         ..Limits::default()
     };
     let plugin = load_with(
-        guests::LOOP,
+        guests::MISBEHAVE,
         LoadOptions {
             limits,
             ..Default::default()
         },
     );
     let started = Instant::now();
-    let err = plugin.call(&request(json!({}))).unwrap_err();
+    let err = plugin.call(&request(json!({"do": "loop"}))).unwrap_err();
     assert!(
-        matches!(&err, Error::Timeout { plugin, limit } if plugin == "guest-loop" && *limit == Duration::from_millis(100)),
+        matches!(&err, Error::Timeout { plugin, limit } if plugin == "guest-misbehave" && *limit == Duration::from_millis(100)),
         "{err}"
     );
-    assert_eq!(err.to_string(), "plugin guest-loop: timed out after 100ms");
+    assert_eq!(
+        err.to_string(),
+        "plugin guest-misbehave: timed out after 100ms"
+    );
     assert_eq!(err.reason(), "Timeout");
     // A safety bound only: the interrupt comes within a few epoch ticks of the limit.
     assert!(started.elapsed() < Duration::from_secs(10));
@@ -90,11 +88,13 @@ fn an_allocation_bomb_hits_the_memory_limit() {
 
 #[test]
 fn a_panic_is_a_trap_carrying_the_panic_message() {
-    let err = load(guests::PANIC).call(&request(json!({}))).unwrap_err();
+    let err = load(guests::MISBEHAVE)
+        .call(&request(json!({"do": "panic"})))
+        .unwrap_err();
     let Error::Trap { plugin, message } = &err else {
         panic!("expected a trap, got {err}")
     };
-    assert_eq!(plugin, "guest-panic");
+    assert_eq!(plugin, "guest-misbehave");
     assert!(
         message.contains("cannot reconcile t1: the spec is on fire"),
         "{message}"
@@ -198,10 +198,12 @@ fn a_misbehaviour_the_guest_does_not_know_is_its_invalid_config() {
 
 #[test]
 fn invalid_json_output_is_refused() {
-    let err = run_pipeline(load(guests::INVALID_JSON)).unwrap_err();
+    let err = run_pipeline_with(load(guests::MISBEHAVE), json!({"do": "invalidJson"})).unwrap_err();
     let msg = err.to_string();
     assert!(
-        msg.starts_with("plugin guest-invalid-json: invalid output (InvalidObject): desired[0]: not valid JSON: "),
+        msg.starts_with(
+            "plugin guest-misbehave: invalid output (InvalidObject): desired[0]: not valid JSON: "
+        ),
         "{msg}"
     );
     assert_still_serving();
@@ -295,17 +297,17 @@ fn fuel_bounds_instructions_when_enabled() {
     let plugin = rt
         .load(
             "loop",
-            &guests::bytes(guests::LOOP),
+            &guests::bytes(guests::MISBEHAVE),
             LoadOptions {
                 limits,
                 ..Default::default()
             },
         )
         .unwrap();
-    let err = plugin.call(&request(json!({}))).unwrap_err();
+    let err = plugin.call(&request(json!({"do": "loop"}))).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "plugin guest-loop: fuel limit of 5000000 exhausted"
+        "plugin guest-misbehave: fuel limit of 5000000 exhausted"
     );
     let storage = rt
         .load(
@@ -328,7 +330,7 @@ fn fuel_bounds_instructions_when_enabled() {
     let err = runtime()
         .load(
             "loop",
-            &guests::bytes(guests::LOOP),
+            &guests::bytes(guests::MISBEHAVE),
             LoadOptions {
                 limits,
                 ..Default::default()

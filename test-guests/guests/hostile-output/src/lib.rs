@@ -1,4 +1,6 @@
-//! Returns one hostile object, chosen by its config, to attack the host's output rules.
+//! Returns one hostile object, chosen by its config, to attack the host's output rules; or
+//! attacks through a side channel (`side.rs`): time, clocks, floods of events and logs, the
+//! host's resource table.
 //!
 //! Every attack is a single object the plugin declared in `info` (so `KindNotDeclared` never
 //! hides the rule under test) and, unless the attack says so, no namespace. What must stop it:
@@ -20,6 +22,8 @@
 //!   application's data (`ForeignReference`). `tolerateAll`, `systemPriority`: placement
 //!   (`PodSecurity`).
 //!
+//! - `sleep`, `clock`, `flood`, `pollables`: side channels rather than objects, see `side.rs`.
+//!
 //! Config: `{"attack": A, "name": N, "workload": W, "serviceAccount": S, "target": T}`,
 //! defaults `N` = `victim`, `W` = `StatefulSet`, `S` = `windlass`, `T` = `victim`. An unknown attack or workload is
 //! `invalid-config`.
@@ -30,6 +34,8 @@
 #![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 
 use serde_json::{Value, json};
+
+mod side;
 
 #[allow(unsafe_code, missing_docs, clippy::all)]
 mod bindings {
@@ -78,20 +84,24 @@ struct Config {
     target: String,
 }
 
+/// The config, with the keys of the parent's `spec.hostile` (when an object) laid over it: one
+/// pipeline then holds a victim parent and an attacker.
+fn merged_config(text: &str, parent: &str) -> Result<Value, PluginError> {
+    let mut config: Value = serde_json::from_str(text)
+        .map_err(|e| PluginError::InvalidConfig(format!("config is not JSON: {e}")))?;
+    let parent: Value = serde_json::from_str(parent)
+        .map_err(|e| PluginError::InvalidParent(format!("parent is not JSON: {e}")))?;
+    if let (Some(base), Some(over)) = (
+        config.as_object_mut(),
+        parent.pointer("/spec/hostile").and_then(Value::as_object),
+    ) {
+        base.extend(over.clone());
+    }
+    Ok(config)
+}
+
 impl Config {
-    /// The config, with the keys of the parent's `spec.hostile` (when an object) laid over it:
-    /// one pipeline then holds a victim parent and an attacker.
-    fn parse(text: &str, parent: &str) -> Result<Self, PluginError> {
-        let mut config: Value = serde_json::from_str(text)
-            .map_err(|e| PluginError::InvalidConfig(format!("config is not JSON: {e}")))?;
-        let parent: Value = serde_json::from_str(parent)
-            .map_err(|e| PluginError::InvalidParent(format!("parent is not JSON: {e}")))?;
-        if let (Some(base), Some(over)) = (
-            config.as_object_mut(),
-            parent.pointer("/spec/hostile").and_then(Value::as_object),
-        ) {
-            base.extend(over.clone());
-        }
+    fn parse(config: &Value) -> Result<Self, PluginError> {
         let string = |key: &str, default: Option<&str>| match (&config[key], default) {
             (Value::String(s), _) => Ok(s.clone()),
             (Value::Null, Some(d)) => Ok(d.to_string()),
@@ -387,7 +397,12 @@ impl Guest for HostileOutput {
     }
 
     fn reconcile(req: Request) -> Result<Response, PluginError> {
-        let config = Config::parse(&req.config, &req.parent)?;
+        let merged = merged_config(&req.config, &req.parent)?;
+        if let Some(response) = side::attack(merged["attack"].as_str().unwrap_or_default(), &merged)
+        {
+            return response;
+        }
+        let config = Config::parse(&merged)?;
         Ok(Response {
             desired: hostile(&config)?.iter().map(Value::to_string).collect(),
             status: None,

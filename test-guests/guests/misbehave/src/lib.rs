@@ -9,8 +9,15 @@
 //! - `manyObjects`: returns 100,000 ConfigMaps: the object cap.
 //! - `clusterRoleBinding`: returns a ClusterRoleBinding to cluster-admin: a privileged,
 //!   cluster-scoped kind.
+//! - `loop`: never returns: the time limit (or the fuel limit) must interrupt it.
+//! - `panic`: panics: the host reports the panic message as a trap.
+//! - `otherNamespace`: returns a ConfigMap in `kube-system`: children stay in the parent's
+//!   namespace.
+//! - `invalidJson`: returns a desired object that is not JSON, past the SDK's serializer (the
+//!   export below answers it before the SDK sees the call).
 //!
-//! Any other `do` is `invalid-config`.
+//! Any other `do` is `invalid-config`. The operator's tests load this guest as a broken new
+//! version of a plugin with a `do` in the WasmPlugin's config.
 #![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 
 use std::{io::Write, net::TcpStream};
@@ -18,8 +25,6 @@ use std::{io::Write, net::TcpStream};
 use windlass_sdk::{Context, Error, Info, Output, Plugin, Result, Value, json};
 
 struct Misbehave;
-
-windlass_sdk::export!(Misbehave);
 
 impl Plugin for Misbehave {
     fn info() -> Info {
@@ -94,9 +99,57 @@ impl Plugin for Misbehave {
                 }))?;
                 Ok(out)
             }
+            "loop" => {
+                let mut n: u64 = 0;
+                loop {
+                    n = std::hint::black_box(n.wrapping_add(1));
+                }
+            }
+            "panic" => panic!("cannot reconcile {}: the spec is on fire", ctx.name()),
+            "otherNamespace" => {
+                let mut out = ctx.output();
+                out.apply(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "coredns", "namespace": "kube-system"}}))?;
+                Ok(out)
+            }
             other => Err(Error::InvalidConfig(format!(
                 "unknown misbehaviour {other:?}"
             ))),
         }
     }
+}
+
+/// The SDK's export, except for `invalidJson`, which no SDK call can produce.
+#[cfg(target_arch = "wasm32")]
+mod export {
+    use windlass_sdk::__private::{Guest, PluginError, PluginInfo, Request, Response};
+
+    struct Raw;
+
+    impl Guest for Raw {
+        fn info() -> PluginInfo {
+            windlass_sdk::__private::info::<super::Misbehave>()
+        }
+
+        fn reconcile(req: Request) -> Result<Response, PluginError> {
+            let config: windlass_sdk::Value =
+                windlass_sdk::serde_json::from_str(&req.config).unwrap_or_default();
+            if config["do"] != "invalidJson" {
+                return windlass_sdk::__private::reconcile::<super::Misbehave>(req);
+            }
+            Ok(Response {
+                desired: vec![
+                    r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "#
+                        .to_string(),
+                ],
+                status: None,
+                conditions: vec![],
+                events: vec![],
+                requeue_after_secs: None,
+                finalized: false,
+            })
+        }
+    }
+
+    windlass_sdk::__private::export_bindings!(Raw with_types_in windlass_sdk::__private::bindings);
 }
