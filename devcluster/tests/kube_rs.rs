@@ -604,14 +604,21 @@ async fn orphan_deletion_leaves_dependents_without_the_owner_reference() {
     dc.shutdown().await;
 }
 
-#[tokio::test]
-async fn a_reflector_follows_changes_and_relists_after_410_gone() {
-    let dc = start().await;
-    let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
-    let mine = json!({"suite": "reflector"});
-    api.create(&PostParams::default(), &cm("before", mine.clone()))
-        .await
-        .expect("create");
+/// A reflector on ConfigMaps labelled `suite=reflector`, with one object (`before`) in place
+/// and ready: its store, the number of initial lists it made so far, and its task.
+async fn reflector_on(
+    api: &Api<ConfigMap>,
+) -> (
+    reflector::Store<ConfigMap>,
+    Arc<std::sync::atomic::AtomicUsize>,
+    tokio::task::JoinHandle<()>,
+) {
+    api.create(
+        &PostParams::default(),
+        &cm("before", json!({"suite": "reflector"})),
+    )
+    .await
+    .expect("create");
     let (reader, writer) = reflector::store::<ConfigMap>();
     let inits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counted = inits.clone();
@@ -629,31 +636,57 @@ async fn a_reflector_follows_changes_and_relists_after_410_gone() {
         .applied_objects();
     let task = tokio::spawn(async move { stream.for_each(|_| async {}).await });
     reader.wait_until_ready().await.expect("ready");
-    api.create(&PostParams::default(), &cm("during", mine.clone()))
-        .await
-        .expect("create");
+    (reader, inits, task)
+}
+
+#[tokio::test]
+async fn a_reflector_follows_changes() {
+    let dc = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    let (reader, _, task) = reflector_on(&api).await;
+    api.create(
+        &PostParams::default(),
+        &cm("during", json!({"suite": "reflector"})),
+    )
+    .await
+    .expect("create");
     eventually("reflector sees 'during'", || async {
         reader.state().len() == 2
     })
     .await;
+    api.delete("before", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("reflector sees 'before' go", || async {
+        reader.state().len() == 1
+    })
+    .await;
+    task.abort();
+    dc.shutdown().await;
+}
 
-    // Compaction, then a restart: the watcher resumes from a resourceVersion that is gone and
-    // must re-list to see what happened meanwhile.
+/// Compaction, then a restart: the watcher resumes from a resourceVersion that is gone and must
+/// re-list to see what happened meanwhile. Devcluster only: its compaction and restart are on
+/// demand.
+#[tokio::test]
+async fn a_reflector_relists_after_410_gone() {
+    let dc = start().await;
+    let dev = dc.dev_only("compaction and a restart on demand");
+    let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    let (reader, inits, task) = reflector_on(&api).await;
     let elsewhere: Api<ConfigMap> = Api::namespaced(dc.client(), "kube-system");
     elsewhere
         .create(&PostParams::default(), &cm("unseen", json!({})))
         .await
         .expect("create elsewhere");
-    let Some(dev) = dc.dev("the re-list after 410 Gone") else {
-        task.abort();
-        dc.shutdown().await;
-        return;
-    };
     dev.compact();
     dev.faults().restart();
-    api.create(&PostParams::default(), &cm("after", mine.clone()))
-        .await
-        .expect("create");
+    api.create(
+        &PostParams::default(),
+        &cm("after", json!({"suite": "reflector"})),
+    )
+    .await
+    .expect("create");
     api.delete("before", &DeleteParams::default())
         .await
         .expect("delete");
@@ -663,9 +696,7 @@ async fn a_reflector_follows_changes_and_relists_after_410_gone() {
             .iter()
             .filter_map(|c| c.metadata.name.clone())
             .collect();
-        names.len() == 2
-            && names.contains(&"after".to_string())
-            && !names.contains(&"before".to_string())
+        names == ["after"]
     })
     .await;
     assert!(
@@ -753,11 +784,27 @@ async fn watches_start_from_a_resource_version_and_end_at_their_timeout() {
         })
         .collect();
     assert_eq!(names, vec!["w2"]);
-    let Some(dev) = dc.dev("410 Gone after compaction") else {
-        dc.shutdown().await;
-        return;
-    };
+    dc.shutdown().await;
+}
+
+/// Devcluster only: its compaction is on demand.
+#[tokio::test]
+async fn a_watch_from_a_compacted_resource_version_gets_410_gone() {
+    let dc = start().await;
+    let dev = dc.dev_only("compaction on demand");
+    let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    let first = api
+        .create(&PostParams::default(), &cm("w1", json!({"suite": "watch"})))
+        .await
+        .expect("create");
+    let rv = first.metadata.resource_version.clone().expect("rv");
+    api.create(&PostParams::default(), &cm("w2", json!({"suite": "watch"})))
+        .await
+        .expect("create");
     dev.compact();
+    let wp = kube::api::WatchParams::default()
+        .timeout(1)
+        .labels("suite=watch");
     let mut gone = api.watch(&wp, &rv).await.expect("watch").boxed();
     match gone.try_next().await.expect("event") {
         Some(kube::api::WatchEvent::Error(e)) => assert_eq!(e.code, 410),
@@ -823,7 +870,7 @@ async fn deleting_a_namespace_deletes_its_contents_then_the_namespace() {
 }
 
 #[tokio::test]
-async fn streaming_lists_and_bookmarks_work_for_watchers() {
+async fn streaming_lists_work_for_watchers() {
     let dc = Server::start_with(windlass_devcluster::Options {
         simulator: false,
         bookmark_interval: Duration::from_millis(200),
@@ -861,13 +908,22 @@ async fn streaming_lists_and_bookmarks_work_for_watchers() {
     })
     .await;
     task.abort();
+    dc.shutdown().await;
+}
 
-    // Bookmarks come at the server's discretion: the devcluster's every `bookmark_interval`,
-    // kube-apiserver's about once a minute (none arrived within 8 s of a watch there).
-    let Some(_) = dc.dev("a bookmark within seconds") else {
-        dc.shutdown().await;
-        return;
-    };
+/// Bookmarks come at the server's discretion: the devcluster's every `bookmark_interval`,
+/// kube-apiserver's about once a minute (none arrived within 8 s of a watch there), so this is
+/// devcluster only.
+#[tokio::test]
+async fn bookmarks_come_at_the_devclusters_interval() {
+    let dc = Server::start_with(windlass_devcluster::Options {
+        simulator: false,
+        bookmark_interval: Duration::from_millis(200),
+        ..windlass_devcluster::Options::default()
+    })
+    .await;
+    dc.dev_only("a bookmark within seconds");
+    let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
     let rv = dc.resource_version().await;
     let wp = WatchParams::default().timeout(2);
     let events: Vec<_> = api

@@ -868,10 +868,7 @@ async fn explain_describes_built_in_kinds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logs_say_the_devcluster_runs_no_containers() {
     let k = Kubectl::start().await;
-    if k.dc.dev("pods/log").is_none() {
-        k.shutdown().await;
-        return;
-    }
+    k.dc.dev_only("a server that runs no containers");
     k.ok_stdin(
         &["apply", "-f", "-"],
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: web\n    image: nginx:1.27\n",

@@ -607,18 +607,14 @@ async fn a_standby_leaves_a_lease_its_holder_renews_whatever_the_clocks_say() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_whose_renewals_hang_stops_leading_on_time() {
     let env = Env::start().await;
-    if env.dev().is_none() {
-        eprintln!("skipped on the real control plane: injected API latency is the devcluster's");
-        return;
-    }
+    env.dev_only("injected API latency");
     env.install_children_plugin().await;
     let (stop, a, _task) = env.start_host("a", Some(election("a"))).await;
     eventually("a leads", || async {
         a.health.leading.load(Ordering::Relaxed).then_some(())
     })
     .await;
-    env.dev()
-        .expect("the devcluster, checked above")
+    env.dev_only("injected API latency")
         .faults()
         .set_latency(Duration::from_secs(10));
     let slowed = std::time::Instant::now();
@@ -635,10 +631,7 @@ async fn a_leader_whose_renewals_hang_stops_leading_on_time() {
         stepped_down <= Duration::from_millis(2500 + 250),
         "stopped leading {stepped_down:?} after the API slowed down"
     );
-    env.dev()
-        .expect("the devcluster, checked above")
-        .faults()
-        .clear();
+    env.dev_only("injected API latency").faults().clear();
     let _ = stop.send(true);
 }
 
@@ -648,14 +641,10 @@ async fn a_load_that_failed_on_the_api_is_tried_again() {
     // that is unavailable for now, and is tried again on the poll interval once the API is back,
     // without any change to the WasmPlugin or the ConfigMap.
     let mut env = Env::start().await;
-    if env.dev().is_none() {
-        eprintln!("skipped on the real control plane: injected API faults are the devcluster's");
-        return;
-    }
+    env.dev_only("injected API faults");
     env.put_plugin_bytes("children", guests::bytes(guests::CHILDREN))
         .await;
-    env.dev()
-        .expect("the devcluster, checked above")
+    env.dev_only("injected API faults")
         .faults()
         .set_error_rate("get", 500, 1.0);
     let mut config = operator_config("test", None);
@@ -679,10 +668,7 @@ async fn a_load_that_failed_on_the_api_is_tried_again() {
         failed.contains("configMap windlass-system/children"),
         "{failed}"
     );
-    env.dev()
-        .expect("the devcluster, checked above")
-        .faults()
-        .clear();
+    env.dev_only("injected API faults").faults().clear();
     let good = windlass::runtime::digest(&guests::bytes(guests::CHILDREN));
     eventually("the plugin loaded once the API is back", || async {
         let status = env.wasm_plugin("children").await.status?;
@@ -695,12 +681,9 @@ async fn a_load_that_failed_on_the_api_is_tried_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_parent_converges_through_api_faults() {
     let mut env = Env::start().await;
-    if env.dev().is_none() {
-        eprintln!("skipped on the real control plane: injected API faults are the devcluster's");
-        return;
-    }
+    env.dev_only("injected API faults");
     env.with_children_plugin().await;
-    let faults = env.dev().expect("the devcluster, checked above").faults();
+    let faults = env.dev_only("injected API faults").faults();
     faults.set_error_rate("patch", 500, 0.2);
     faults.set_error_rate("create", 429, 0.2);
     faults.set_error_rate("update", 409, 0.2);

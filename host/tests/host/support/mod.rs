@@ -245,6 +245,15 @@ impl Env {
         }
     }
 
+    /// The devcluster, for a test that needs what only it has (`why`). On a real control plane
+    /// the test fails rather than passing having checked nothing: `cargo xtask ci` leaves such
+    /// tests out of its real pass by name (`DEVCLUSTER_ONLY_TESTS` in xtask).
+    pub fn dev_only(&self, why: &str) -> &DevCluster {
+        self.dev().unwrap_or_else(|| {
+            panic!("devcluster only ({why}): run it without WINDLASS_TEST_CLUSTER=real")
+        })
+    }
+
     /// Starts one more host on this cluster, as `identity`, with `election`: its stop switch
     /// (send `true`), its handle and its task.
     pub async fn start_host(
