@@ -678,6 +678,92 @@ async fn a_load_that_failed_on_the_api_is_tried_again() {
     .await;
 }
 
+/// An upgrade from a host that wrote WasmPlugin status with merge patches: every field it wrote
+/// is owned by an `Update` entry, which server-side apply alone would never remove. The new host
+/// hands those fields to its own apply first, so the old error goes with its first status write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_an_older_host_wrote_by_merge_patch_is_taken_over_and_its_stale_error_goes() {
+    let mut env = Env::start().await;
+    env.install_children_plugin().await;
+    let wps: Api<windlass::crd::WasmPlugin> = Api::all(env.client.clone());
+    let condition = json!({"type": "Ready", "status": "False", "reason": "Trap",
+        "message": "plugin guest-children: trapped", "lastTransitionTime": "2026-01-01T00:00:00Z"});
+    wps.patch_status(
+        "children",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {
+            "digest": "sha256:0000", "plugin": "guest-old", "version": "0.9.0",
+            "childKinds": ["v1/Secret"], "lastError": "an error from before the upgrade",
+            "observedGeneration": 1, "conditions": [condition],
+        }})),
+    )
+    .await
+    .expect("the old host's status write");
+    let status_entries = |wp: &windlass::crd::WasmPlugin| -> Vec<(String, String)> {
+        wp.managed_fields()
+            .iter()
+            .filter(|e| e.subresource.as_deref() == Some("status"))
+            .map(|e| {
+                (
+                    e.manager.clone().unwrap_or_default(),
+                    e.operation.clone().unwrap_or_default(),
+                )
+            })
+            .collect()
+    };
+    let before = status_entries(&env.wasm_plugin("children").await);
+    assert!(
+        before.iter().any(|(_, op)| op == "Update"),
+        "the old write is an Update entry: {before:?}"
+    );
+
+    env.run_operator().await;
+    let good = windlass::runtime::digest(&guests::bytes(guests::CHILDREN));
+    let wp = eventually("the new host's status, without the old error", || async {
+        let wp = env.wasm_plugin("children").await;
+        let status = wp.status.as_ref()?;
+        (status.digest.as_deref() == Some(good.as_str()) && status.last_error.is_none())
+            .then_some(wp)
+    })
+    .await;
+    let status = wp.status.clone().unwrap();
+    assert_eq!(status.plugin.as_deref(), Some("guest-children"));
+    assert_eq!(status.version.as_deref(), Some("1.0.0"));
+    assert_eq!(status.child_kinds, ["v1/ConfigMap"]);
+    let ready: Vec<_> = status
+        .conditions
+        .iter()
+        .filter(|c| c.type_ == "Ready")
+        .collect();
+    assert_eq!(ready.len(), 1, "{:?}", status.conditions);
+    assert_eq!(
+        (ready[0].status.as_str(), ready[0].reason.as_str()),
+        ("True", "Loaded")
+    );
+    assert_eq!(
+        status_entries(&wp),
+        [("windlass/loader".to_string(), "Apply".to_string())],
+        "the loader's apply owns the whole status"
+    );
+
+    // From then on a refusal (a plugin of another parent kind) sets the error and the next
+    // good version takes it away again.
+    env.put_plugin_bytes("children", guests::bytes(guests::STORAGE))
+        .await;
+    eventually("the refusal", || async {
+        env.wasm_plugin("children").await.status?.last_error
+    })
+    .await;
+    env.put_plugin_bytes("children", guests::bytes(guests::CHILDREN))
+        .await;
+    eventually("the error gone with the good version", || async {
+        let status = env.wasm_plugin("children").await.status?;
+        (status.last_error.is_none() && status.digest.as_deref() == Some(good.as_str()))
+            .then_some(())
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_parent_converges_through_api_faults() {
     let mut env = Env::start().await;

@@ -10,6 +10,8 @@
 //!   serves.
 //! - `retire.rs`: the host's finalizer on WasmPlugins: a deletion waits for the finalize phase
 //!   of its kind's deleting parents.
+//! - `plugin_status.rs`: a WasmPlugin's status, by server-side apply (the loader's and the
+//!   retirement's), and the hand-over of the fields an older host wrote with merge patches.
 //! - `kinds.rs`: starts and stops one controller per parent kind as WasmPlugins come and go.
 //! - `parent.rs`: one reconcile of one parent: preconditions, finalizer, observe, run the
 //!   pipeline, then by phase apply and prune, or finalize; a failure is reported once.
@@ -39,6 +41,7 @@ pub(crate) mod kinds;
 pub mod limits;
 mod parent;
 pub mod plan;
+mod plugin_status;
 pub(crate) mod plugins;
 mod queue;
 mod registry;

@@ -4,30 +4,27 @@
 //! running one; the WasmPlugin's status says why.
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
+    collections::{BTreeSet, HashMap},
     sync::{Arc, Mutex},
     time::Duration,
 };
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{
     Api, ResourceExt,
-    api::{Patch, PatchParams},
     runtime::{WatchStreamExt, watcher},
 };
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::mpsc;
 
 use tokio_util::task::AbortOnDropHandle;
 
 use super::{
     error::LoadError,
-    retire,
+    plugin_status, retire,
     shared::Shared,
     source::{self, Watch},
-    status,
 };
 use windlass_contract::{InstanceMode, Limits, LoadOptions};
 use windlass_policy::{
@@ -298,7 +295,8 @@ impl Loader {
         if let Err(e) = &outcome {
             tracing::warn!(wasm_plugin = %name, error = %e, "new plugin version refused");
         }
-        if let Err(e) = self.write_status(wp, outcome.as_ref().err()).await {
+        if let Err(e) = plugin_status::write_loaded(&self.shared, wp, outcome.as_ref().err()).await
+        {
             tracing::warn!(wasm_plugin = %name, error = %e, "writing WasmPlugin status");
         }
     }
@@ -473,92 +471,6 @@ impl Loader {
         }));
         watches.insert(key, task);
         self.show("config_map_watches", watches.len());
-    }
-
-    async fn write_status(
-        &self,
-        wp: &WasmPlugin,
-        error: Option<&LoadError>,
-    ) -> Result<(), kube::Error> {
-        let name = wp.name_any();
-        let serving = self.shared.registry.serving(&name);
-        let pipeline = self.shared.registry.pipeline(&wp.spec.parent.key());
-        let plugin = pipeline.as_ref().and_then(|p| {
-            p.stages
-                .iter()
-                .find(|s| Some(s.plugin.digest()) == serving.as_ref().map(|(d, _)| d.as_str()))
-                .map(|s| s.plugin.clone())
-        });
-        let (status, reason, message) = match (error, &serving) {
-            (None, Some((digest, _))) => {
-                ("True", "Loaded".to_string(), format!("serving {digest}"))
-            }
-            (Some(e), Some((digest, _))) => (
-                "True",
-                e.reason().to_string(),
-                format!("new version refused, still serving {digest}: {e}"),
-            ),
-            (Some(e), None) => ("False", e.reason().to_string(), e.to_string()),
-            (None, None) => (
-                "False",
-                "NotLoaded".to_string(),
-                "no version loaded".to_string(),
-            ),
-        };
-        // One condition, merged as a parent's are: the transition time moves only on a flip.
-        let ready = BTreeMap::from([(
-            "Ready".to_string(),
-            status::Cond {
-                status,
-                reason,
-                message: windlass_policy::cut_message(
-                    &message,
-                    windlass_policy::MAX_CONDITION_MESSAGE,
-                ),
-            },
-        )]);
-        let current = serde_json::to_value(wp).map_err(kube::Error::SerdeError)?;
-        let conditions: Vec<Condition> = serde_json::from_value(status::merge_conditions(
-            &current,
-            &ready,
-            wp.metadata.generation.unwrap_or_default(),
-            &windlass_contract::now_rfc3339(),
-        ))
-        .map_err(kube::Error::SerdeError)?;
-        let typed = crd::WasmPluginStatus {
-            digest: serving.as_ref().map(|(d, _)| d.clone()),
-            plugin: plugin.as_ref().map(|p| p.name().to_string()),
-            version: plugin.as_ref().map(|p| p.info().version.clone()),
-            child_kinds: plugin
-                .as_ref()
-                .map(|p| p.info().child_kinds.clone())
-                .unwrap_or_default(),
-            last_error: error.map(|e| {
-                windlass_policy::cut_message(&e.to_string(), windlass_policy::MAX_CONDITION_MESSAGE)
-            }),
-            observed_generation: wp.metadata.generation,
-            conditions,
-        };
-        let mut body = serde_json::to_value(&typed).map_err(kube::Error::SerdeError)?;
-        // A merge patch keeps what it does not mention: a field the typed status leaves out
-        // (no error any more, no plugin serving) is cleared with a null.
-        if let Some(map) = body.as_object_mut() {
-            for field in [
-                "digest",
-                "plugin",
-                "version",
-                "childKinds",
-                "lastError",
-                "observedGeneration",
-            ] {
-                map.entry(field).or_insert(Value::Null);
-            }
-        }
-        let patch = json!({ "status": body });
-        let api: Api<WasmPlugin> = Api::all(self.shared.client.clone());
-        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
-        Ok(())
     }
 }
 

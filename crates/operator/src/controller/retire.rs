@@ -15,8 +15,6 @@
 //! - A deleting parent that never finalizes keeps the WasmPlugin too; the administrator's way
 //!   out is the parent's release (`windlass.dev/release: keep-data`, see `finalizer.rs`).
 
-use std::collections::BTreeMap;
-
 use kube::{
     Api, ResourceExt,
     api::{DynamicObject, Patch, PatchParams},
@@ -26,8 +24,8 @@ use serde_json::{Value, json};
 use super::{
     error::LoadError,
     finalizer::{self, FINALIZER},
+    plugin_status,
     shared::Shared,
-    status,
 };
 use crate::crd::WasmPlugin;
 
@@ -159,31 +157,7 @@ async fn show_waiting(shared: &Shared, wp: &WasmPlugin, names: &[String]) -> Res
             String::new()
         }
     );
-    let cond = BTreeMap::from([(
-        RETIRING.to_string(),
-        status::Cond {
-            status: "True",
-            reason: "WaitingForParents".to_string(),
-            message: windlass_policy::cut_message(&message, windlass_policy::MAX_CONDITION_MESSAGE),
-        },
-    )]);
-    let current = serde_json::to_value(wp).map_err(kube::Error::SerdeError)?;
-    let conditions = status::merge_conditions(
-        &current,
-        &cond,
-        wp.metadata.generation.unwrap_or_default(),
-        &windlass_contract::now_rfc3339(),
-    );
-    if current.pointer("/status/conditions") == Some(&conditions) {
-        return Ok(());
-    }
-    let api: Api<WasmPlugin> = Api::all(shared.client.clone());
-    api.patch_status(
-        &wp.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&json!({"status": {"conditions": conditions}})),
-    )
-    .await?;
+    plugin_status::write_retiring(shared, wp, RETIRING, "WaitingForParents", &message).await?;
     Ok(())
 }
 

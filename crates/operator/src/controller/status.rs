@@ -1,7 +1,7 @@
 //! The parent's status as the host writes it: plugin status fragments, one condition per
 //! plugin-reported type plus the host's own `Reconciled`, and observedGeneration; and the
-//! condition merge the WasmPlugin status uses too. Pure; the writes (merge patches of the
-//! status subresource) live in `apply.rs` and `plugins.rs`.
+//! condition merge the WasmPlugin status uses too. Pure; the writes live in `apply.rs` (a
+//! merge patch of the parent's status subresource) and `plugin_status.rs`.
 
 use std::collections::BTreeMap;
 
