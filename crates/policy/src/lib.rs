@@ -129,6 +129,84 @@ pub mod content {
     pub const EXTERNAL_NAME: &str = "v1/Service:ExternalName";
 }
 
+/// Privileged content of an ordinary kind: what an object holds that confers privileges, and
+/// the grant by name that allows it. One row of [`CONTENT_GRANTS`].
+#[derive(Debug)]
+pub struct ContentGrant {
+    /// The grant that allows it ([`content`]).
+    pub grant: &'static str,
+    /// The kind it is found on (`group/version/Kind`).
+    pub kind: &'static str,
+    /// The field the refusal names.
+    pub field: &'static str,
+    /// Whether `object` holds it.
+    present: fn(&Value) -> bool,
+    /// Why it confers privileges, as the refusal says it.
+    pub why: &'static str,
+}
+
+fn service_type(object: &Value, wanted: &str) -> bool {
+    object.pointer("/spec/type").and_then(Value::as_str) == Some(wanted)
+}
+
+/// Every privileged content the policy knows, in the order it looks (`PrivilegedContent`); a
+/// claim template's `volumeName` is found by `references` with the same grant. docs/SECURITY.md
+/// names every grant (`the_security_docs_name_every_content_grant`).
+pub const CONTENT_GRANTS: &[ContentGrant] = &[
+    ContentGrant {
+        grant: content::TOKEN_SECRET,
+        kind: "v1/Secret",
+        field: "type",
+        present: |o| {
+            o.get("type").and_then(Value::as_str) == Some("kubernetes.io/service-account-token")
+        },
+        why: "a Secret of type kubernetes.io/service-account-token gets a ServiceAccount's token minted into it",
+    },
+    ContentGrant {
+        grant: content::EXTERNAL_IPS,
+        kind: "v1/Service",
+        field: "spec.externalIPs",
+        present: |o| {
+            o.pointer("/spec/externalIPs")
+                .and_then(Value::as_array)
+                .is_some_and(|ips| !ips.is_empty())
+        },
+        why: "externalIPs capture traffic for addresses outside the Service",
+    },
+    ContentGrant {
+        grant: content::NODE_PORT,
+        kind: "v1/Service",
+        field: "spec.type",
+        present: |o| service_type(o, "NodePort"),
+        why: "type NodePort opens a port on every node",
+    },
+    ContentGrant {
+        grant: content::LOAD_BALANCER,
+        kind: "v1/Service",
+        field: "spec.type",
+        present: |o| service_type(o, "LoadBalancer"),
+        why: "type LoadBalancer exposes the Service outside the cluster",
+    },
+    ContentGrant {
+        grant: content::EXTERNAL_NAME,
+        kind: "v1/Service",
+        field: "spec.type",
+        present: |o| service_type(o, "ExternalName"),
+        why: "type ExternalName points a cluster DNS name at any outside host",
+    },
+    ContentGrant {
+        grant: content::VOLUME_NAME,
+        kind: "v1/PersistentVolumeClaim",
+        field: "spec.volumeName",
+        present: |o| {
+            o.pointer("/spec/volumeName")
+                .and_then(Value::as_str)
+                .is_some_and(|v| !v.is_empty())
+        },
+        why: "a claim that names a volume can bind a volume holding someone else's data",
+    },
+];
+
 /// The kind whose objects a plugin reads only with a grant by name.
 pub const SECRET: &str = "v1/Secret";
 
@@ -964,7 +1042,7 @@ fn namespace_rule(who: &Subject<'_>, c: &Candidate) -> Result<Option<String>, Re
 }
 
 /// `PrivilegedContent`: content of an ordinary kind that confers privileges, only by a content
-/// grant ([`content`]).
+/// grant ([`CONTENT_GRANTS`]).
 fn privileged_content_rule(
     _: &Policy,
     who: &Subject<'_>,
@@ -1014,76 +1092,18 @@ pub fn cut_message(message: &str, max: usize) -> String {
 }
 
 /// Refuses content of ordinary kinds that confers privileges unless its grant is named
-/// ([`content`]): (field, why).
+/// ([`CONTENT_GRANTS`], in order): (field, why).
 fn privileged_content(kind: &str, object: &Value, grants: &Grants) -> Result<(), (String, String)> {
-    let need = |grant: &str, field: &str, what: String| {
-        if grants.names(grant) {
-            Ok(())
-        } else {
-            Err((
-                field.to_string(),
-                format!("{what}; this needs the grant {grant} by name"),
-            ))
+    let found = CONTENT_GRANTS
+        .iter()
+        .filter(|c| c.kind == kind && (c.present)(object));
+    for c in found {
+        if !grants.names(c.grant) {
+            return Err((
+                c.field.to_string(),
+                format!("{}; this needs the grant {} by name", c.why, c.grant),
+            ));
         }
-    };
-    match kind {
-        "v1/Secret" => {
-            if object.get("type").and_then(Value::as_str)
-                == Some("kubernetes.io/service-account-token")
-            {
-                need(
-                    content::TOKEN_SECRET,
-                    "type",
-                    "a Secret of type kubernetes.io/service-account-token gets a ServiceAccount's token minted into it".into(),
-                )?;
-            }
-        }
-        "v1/Service" => {
-            if object
-                .pointer("/spec/externalIPs")
-                .and_then(Value::as_array)
-                .is_some_and(|ips| !ips.is_empty())
-            {
-                need(
-                    content::EXTERNAL_IPS,
-                    "spec.externalIPs",
-                    "externalIPs capture traffic for addresses outside the Service".into(),
-                )?;
-            }
-            match object.pointer("/spec/type").and_then(Value::as_str) {
-                Some("NodePort") => need(
-                    content::NODE_PORT,
-                    "spec.type",
-                    "type NodePort opens a port on every node".into(),
-                )?,
-                Some("LoadBalancer") => need(
-                    content::LOAD_BALANCER,
-                    "spec.type",
-                    "type LoadBalancer exposes the Service outside the cluster".into(),
-                )?,
-                Some("ExternalName") => need(
-                    content::EXTERNAL_NAME,
-                    "spec.type",
-                    "type ExternalName points a cluster DNS name at any outside host".into(),
-                )?,
-                _ => {}
-            }
-        }
-        "v1/PersistentVolumeClaim" => {
-            if object
-                .pointer("/spec/volumeName")
-                .and_then(Value::as_str)
-                .is_some_and(|v| !v.is_empty())
-            {
-                need(
-                    content::VOLUME_NAME,
-                    "spec.volumeName",
-                    "a claim that names a volume can bind a volume holding someone else's data"
-                        .into(),
-                )?;
-            }
-        }
-        _ => {}
     }
     Ok(())
 }
@@ -1232,6 +1252,23 @@ mod tests {
         let mut names: Vec<&str> = Rule::ALL.iter().map(|r| r.as_str()).collect();
         names.dedup();
         assert_eq!(names.len(), Rule::ALL.len());
+    }
+
+    /// docs/SECURITY.md's `PrivilegedContent` row names every content grant, and no other.
+    #[test]
+    fn the_security_docs_name_every_content_grant() {
+        let docs = include_str!("../../../docs/SECURITY.md");
+        let row = docs
+            .lines()
+            .find(|l| l.starts_with("| `PrivilegedContent` |"))
+            .expect("docs/SECURITY.md has the PrivilegedContent row");
+        let granted = row.rsplit('|').nth(1).expect("the row's last column");
+        let mut listed: Vec<&str> = granted.split('`').skip(1).step_by(2).collect();
+        listed.sort_unstable();
+        let mut grants: Vec<&str> = CONTENT_GRANTS.iter().map(|c| c.grant).collect();
+        grants.sort_unstable();
+        grants.dedup();
+        assert_eq!(listed, grants);
     }
 
     fn declared() -> Vec<String> {
