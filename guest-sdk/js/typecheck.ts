@@ -23,7 +23,8 @@ function reconcile(ctx: Context): Output {
     .condition("Greeted", true, "Published", "done")
     .event("Published", "hi")
     .event("Slow", "slow", { warning: true })
-    .requeueAfter(30);
+    .requeueAfter(30)
+    .requeueAfter({ minutes: 1, seconds: 30 });
 }
 
 export const reconciler: windlass.Reconciler = windlass.plugin({

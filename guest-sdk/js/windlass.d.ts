@@ -119,6 +119,14 @@ export interface Event {
 }
 
 /** What a plugin returns: the whole desired set and what to report on the parent. */
+/** A requeue delay in units, added up: `{ minutes: 5 }`, `{ seconds: 1, milliseconds: 500 }`. */
+export interface Duration {
+  hours?: number;
+  minutes?: number;
+  seconds?: number;
+  milliseconds?: number;
+}
+
 export class Output {
   constructor(desired?: KubeObject[]);
   /** The whole desired set after this plugin: add, edit or remove objects freely. */
@@ -138,8 +146,11 @@ export class Output {
   condition(kind: string, status: boolean, reason: string, message: string): this;
   /** Records an event: Normal, or Warning with `{ warning: true }`. */
   event(reason: string, message: string, options?: { warning?: boolean }): this;
-  /** Asks to run again after `secs` seconds (rounded up; the earliest request wins). */
-  requeueAfter(secs: number): this;
+  /**
+   * Asks to run again after a delay: seconds, or a duration such as `{ minutes: 5 }` (the
+   * units added up). Rounded up to whole seconds; the earliest request wins.
+   */
+  requeueAfter(delay: number | Duration): this;
   /** Finalize phase: whether this plugin's cleanup is complete (default true). */
   finalized(done?: boolean): this;
   readonly statusFragment: Record<string, unknown>;

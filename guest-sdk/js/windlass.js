@@ -171,6 +171,31 @@ export class Context {
 }
 
 /** What a plugin returns: the whole desired set and what to report on the parent. */
+/** The seconds a requeue delay stands for: a number of seconds, or a duration object. */
+function requeueSeconds(delay) {
+  if (typeof delay === "number") {
+    if (!(delay >= 0)) {
+      throw new TypeError(`requeueAfter: not a number of seconds: ${delay}`);
+    }
+    return delay;
+  }
+  const units = { hours: 3600, minutes: 60, seconds: 1, milliseconds: 0.001 };
+  if (delay === null || typeof delay !== "object" || Array.isArray(delay)) {
+    throw new TypeError(`requeueAfter: not a number of seconds nor a duration: ${delay}`);
+  }
+  let secs = 0;
+  for (const [unit, value] of Object.entries(delay)) {
+    if (!(unit in units)) {
+      throw new TypeError(`requeueAfter: unknown unit ${JSON.stringify(unit)} (use hours, minutes, seconds, milliseconds)`);
+    }
+    if (typeof value !== "number" || !(value >= 0)) {
+      throw new TypeError(`requeueAfter: ${unit} is not a non-negative number: ${value}`);
+    }
+    secs += value * units[unit];
+  }
+  return secs;
+}
+
 export class Output {
   #status = {};
   #conditions = [];
@@ -235,11 +260,13 @@ export class Output {
     return this;
   }
 
-  /** Asks to run again after `secs` seconds (rounded up; the earliest request wins). */
-  requeueAfter(secs) {
-    if (typeof secs !== "number" || !(secs >= 0)) {
-      throw new TypeError(`requeueAfter: not a number of seconds: ${secs}`);
-    }
+  /**
+   * Asks to run again after a delay: a number of seconds, or a duration such as
+   * `{ minutes: 5 }` (any of `hours`, `minutes`, `seconds`, `milliseconds`, added up). Rounded up
+   * to whole seconds; the earliest request wins.
+   */
+  requeueAfter(delay) {
+    const secs = requeueSeconds(delay);
     const whole = Math.min(Math.ceil(secs), 0xffffffff);
     this.#requeueAfterSecs = Math.min(this.#requeueAfterSecs ?? whole, whole);
     return this;

@@ -130,6 +130,20 @@ test("requeueAfter keeps the earliest request, in whole seconds rounded up", () 
   assert.throws(() => out.requeueAfter("5"), TypeError);
 });
 
+test("requeueAfter takes a duration in units, added up and rounded up", () => {
+  const out = new Output();
+  out.requeueAfter({ minutes: 5 });
+  assert.equal(out.requeueAfterSecs, 300);
+  out.requeueAfter({ hours: 1 });
+  assert.equal(out.requeueAfterSecs, 300, "the earliest request wins");
+  out.requeueAfter({ seconds: 1, milliseconds: 200 });
+  assert.equal(out.requeueAfterSecs, 2);
+  assert.throws(() => out.requeueAfter({ days: 1 }), /unknown unit "days"/);
+  assert.throws(() => out.requeueAfter({ minutes: -1 }), /minutes is not a non-negative number/);
+  assert.throws(() => out.requeueAfter(null), TypeError);
+  assert.throws(() => out.requeueAfter([5]), TypeError);
+});
+
 test("the response carries the output in the WIT shape", () => {
   const reconciler = pluginWith((ctx) =>
     ctx
