@@ -7,7 +7,8 @@
 //!   then builds the production binary without the `dev` feature.
 //! - `layers`: checks with `cargo tree` that each layer crate links only what its layer may
 //!   (the runtime no Kubernetes client, the operator no wasmtime, the production binary no
-//!   devcluster); `ci` runs it first.
+//!   devcluster), and that no crate's modules import each other in a circle (`circles.rs`);
+//!   `ci` runs it first.
 //! - `kube`: builds etcd, kube-apiserver and kube-controller-manager from source at the pinned
 //!   versions (`tools/kube/build.sh`, cached outside the repository) and prints their directory.
 //! - `plugins`: builds the Rust plugins to `target/wasm/wasm32-wasip2/wasm/` and the Python
@@ -33,6 +34,8 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
+
+mod circles;
 
 // The SampleDB plugins: `SAMPLEDB_PLUGINS`, `is_cargo_package`, `sampledb_component`.
 include!("../../plugins/sampledb_plugins.rs");
@@ -414,6 +417,30 @@ const LAYERS: &[(&[&str], &[&str])] = &[
     ),
 ];
 
+/// The workspace's own crates with sources (`src/`): the layers, the host, the devcluster, the
+/// control plane, the SDK, the SampleDB plugins, the test guests and xtask.
+fn crate_dirs() -> Result<Vec<PathBuf>> {
+    let mut dirs = Vec::new();
+    for parent in ["crates", "plugins", "test-guests/guests"] {
+        for entry in std::fs::read_dir(root().join(parent))? {
+            dirs.push(entry?.path());
+        }
+    }
+    for dir in [
+        "host",
+        "devcluster",
+        "kubeplane",
+        "guest-sdk",
+        "test-guests",
+        "xtask",
+    ] {
+        dirs.push(root().join(dir));
+    }
+    dirs.retain(|d| d.join("src").is_dir());
+    dirs.sort();
+    Ok(dirs)
+}
+
 fn layers() -> Result<()> {
     let mut broken = Vec::new();
     for (selection, forbidden) in LAYERS {
@@ -450,8 +477,15 @@ fn layers() -> Result<()> {
             broken.push(format!("{} links {name}", selection.join(" ")));
         }
     }
+    // No import circle among the modules of any crate.
+    for krate in crate_dirs()? {
+        for circle in circles::circles(&krate.join("src"))? {
+            let name = krate.strip_prefix(root()).unwrap_or(&krate).display();
+            broken.push(format!("{name}: an import circle: {}", circle.join(" ⇄ ")));
+        }
+    }
     if broken.is_empty() {
-        println!("layers: every crate links only what its layer may");
+        println!("layers: every crate links only what its layer may, and no module imports back");
         Ok(())
     } else {
         bail!("layering broken: {}", broken.join("; "))
