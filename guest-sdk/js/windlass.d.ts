@@ -118,7 +118,6 @@ export interface Event {
   message: string;
 }
 
-/** What a plugin returns: the whole desired set and what to report on the parent. */
 /** A requeue delay in units, added up: `{ minutes: 5 }`, `{ seconds: 1, milliseconds: 500 }`. */
 export interface Duration {
   hours?: number;
@@ -127,6 +126,7 @@ export interface Duration {
   milliseconds?: number;
 }
 
+/** What a plugin returns: the whole desired set and what to report on the parent. */
 export class Output {
   constructor(desired?: KubeObject[]);
   /** The whole desired set after this plugin: add, edit or remove objects freely. */

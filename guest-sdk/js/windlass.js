@@ -170,7 +170,6 @@ export class Context {
   }
 }
 
-/** What a plugin returns: the whole desired set and what to report on the parent. */
 /** The seconds a requeue delay stands for: a number of seconds, or a duration object. */
 function requeueSeconds(delay) {
   if (typeof delay === "number") {
@@ -179,23 +178,27 @@ function requeueSeconds(delay) {
     }
     return delay;
   }
-  const units = { hours: 3600, minutes: 60, seconds: 1, milliseconds: 0.001 };
-  if (delay === null || typeof delay !== "object" || Array.isArray(delay)) {
-    throw new TypeError(`requeueAfter: not a number of seconds nor a duration: ${delay}`);
+  const millis = { hours: 3_600_000, minutes: 60_000, seconds: 1000, milliseconds: 1 };
+  const plain =
+    delay !== null && typeof delay === "object" && Object.getPrototypeOf(delay) === Object.prototype;
+  if (!plain || Object.keys(delay).length === 0) {
+    throw new TypeError(`requeueAfter: not a number of seconds nor a duration such as { minutes: 5 }: ${delay}`);
   }
-  let secs = 0;
+  let ms = 0;
   for (const [unit, value] of Object.entries(delay)) {
-    if (!(unit in units)) {
+    if (!Object.hasOwn(millis, unit)) {
       throw new TypeError(`requeueAfter: unknown unit ${JSON.stringify(unit)} (use hours, minutes, seconds, milliseconds)`);
     }
     if (typeof value !== "number" || !(value >= 0)) {
       throw new TypeError(`requeueAfter: ${unit} is not a non-negative number: ${value}`);
     }
-    secs += value * units[unit];
+    ms += value * millis[unit];
   }
-  return secs;
+  // Whole milliseconds first, so that { minutes: 0.1 } is 6 s, not 6.000000000000001.
+  return Math.round(ms) / 1000;
 }
 
+/** What a plugin returns: the whole desired set and what to report on the parent. */
 export class Output {
   #status = {};
   #conditions = [];

@@ -142,6 +142,12 @@ test("requeueAfter takes a duration in units, added up and rounded up", () => {
   assert.throws(() => out.requeueAfter({ minutes: -1 }), /minutes is not a non-negative number/);
   assert.throws(() => out.requeueAfter(null), TypeError);
   assert.throws(() => out.requeueAfter([5]), TypeError);
+  assert.throws(() => out.requeueAfter({}), TypeError, "an empty duration is no delay");
+  assert.throws(() => out.requeueAfter(new Date()), TypeError);
+  assert.throws(() => out.requeueAfter({ toString: 1 }), /unknown unit "toString"/);
+  assert.equal(out.requeueAfterSecs, 2, "a refused delay changes nothing");
+  const tenth = new Output().requeueAfter({ minutes: 0.1 });
+  assert.equal(tenth.requeueAfterSecs, 6);
 });
 
 test("the response carries the output in the WIT shape", () => {
