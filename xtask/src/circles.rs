@@ -3,14 +3,21 @@
 //! # How it reads
 //! A module's imports are the paths it names that start at `crate`, `super` or `self`, in `use`
 //! declarations or inline, each resolved to the deepest module of the crate it reaches (a path
-//! to an item resolves to the module that holds it). A file's tests (from its first
-//! `#[cfg(test)]` on) are left out: a test module imports its own file by design.
+//! to an item resolves to the module that holds it). A file's test module (`#[cfg(test)]`, any
+//! attributes, then `mod`) is left out: a test module imports its own file by design. A crate
+//! with both `lib.rs` and `main.rs` has one root, their imports together.
+//!
+//! # What it does not count
+//! A plain path from a module to its own child (`list::list(..)` in a `mod.rs`) is the module
+//! tree's own direction and draws no arrow; so a `mod.rs` that holds items its children import
+//! back (`super::AppState`) is not a circle here, while two siblings, or a module and one of
+//! its ancestors by `crate::` path, importing each other are (the controller's `parent` ⇄
+//! `finalizer` ⇄ `kinds`, the devcluster's `cluster` ⇄ `simulator`).
 //!
 //! # Assumptions
-//! It reads text, not a parse: modules are files (`a.rs`, `a/mod.rs`, `a/b.rs`; inline modules
-//! other than the tests count as their file), and no import hides in a macro. It guards against
-//! the circles this workspace once had (`parent` ⇄ `finalizer`, a `mod.rs` that held shared
-//! types its children imported back); it is no compiler.
+//! It reads text, not a parse: modules are files (`a.rs`, `a/mod.rs`, `a/b.rs`) and inline
+//! `mod x { … }` blocks, braces are matched without regard to string literals, and no import
+//! hides in a macro. It is a guard, not a compiler.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -54,9 +61,10 @@ fn display(module: &ModPath) -> String {
     }
 }
 
-/// Every `.rs` file under `src` (but `src/bin/`) with the module it holds.
-fn modules(src: &Path) -> Result<BTreeMap<ModPath, PathBuf>> {
-    let mut out = BTreeMap::new();
+/// Every `.rs` file under `src` (but `src/bin/`) with the module it holds (the root twice for
+/// a crate with both `lib.rs` and `main.rs`).
+fn modules(src: &Path) -> Result<Vec<(ModPath, PathBuf)>> {
+    let mut out = Vec::new();
     let mut dirs = vec![src.to_path_buf()];
     while let Some(dir) = dirs.pop() {
         for entry in
@@ -85,7 +93,7 @@ fn modules(src: &Path) -> Result<BTreeMap<ModPath, PathBuf>> {
             if !holds_dir {
                 module.push(stem.into_owned());
             }
-            out.insert(module, path);
+            out.push((module, path));
         }
     }
     Ok(out)
@@ -153,7 +161,12 @@ fn code_of(text: &str) -> String {
         .match_indices("#[cfg(test)]")
         .map(|(i, _)| i)
         .find(|&i| {
-            let after = text[i + "#[cfg(test)]".len()..].trim_start();
+            let mut after = text[i + "#[cfg(test)]".len()..].trim_start();
+            // Other attributes may stand between (`#[allow(clippy::unwrap_used)]`).
+            while after.starts_with("#[") {
+                let Some(end) = after.find(']') else { break };
+                after = after[end + 1..].trim_start();
+            }
             after.starts_with("mod ") || after.starts_with("pub mod ")
         });
     let text = &text[..tests.unwrap_or(text.len())];
@@ -405,7 +418,7 @@ mod tests {
     #[test]
     fn a_module_importing_its_importer_is_a_circle_and_tests_do_not_count() {
         let parent = m("controller::parent");
-        let text = "use super::finalizer;\nfn f() { crate::crd::x(); }\n#[cfg(test)]\nmod tests { use super::super::Shared; }";
+        let text = "use super::finalizer;\nfn f() { crate::crd::x(); }\n#[cfg(test)]\n#[allow(clippy::unwrap_used)]\nmod tests { use super::super::Shared; }";
         let found = imports(&parent, &code_of(text), &known());
         assert_eq!(found, [m("controller::finalizer"), m("crd")].into());
         let graph = BTreeMap::from([
