@@ -64,31 +64,55 @@ impl Client {
             reference: reference.to_string(),
             message: format!("serialising the manifest: {e}"),
         })?;
-        let manifest_digest = windlass_contract::digest(&body);
-        let fail = |e| self.classify(&r, e);
-        self.client
-            .store_auth_if_needed(r.resolve_registry(), &self.auth())
-            .await;
-        self.client
-            .push_blob(&r, layer.data, &layer_digest)
-            .await
-            .map_err(fail)?;
-        self.client
-            .push_blob(&r, config.data, &manifest.config.digest)
-            .await
-            .map_err(fail)?;
-        self.client
-            .push_manifest_raw(
-                &r,
+        let manifest_digest = self
+            .push_blobs_and_manifest(
+                reference,
+                vec![
+                    (layer.data, layer_digest.clone()),
+                    (config.data, manifest.config.digest.clone()),
+                ],
                 body,
-                http::HeaderValue::from_static(OCI_IMAGE_MEDIA_TYPE),
+                OCI_IMAGE_MEDIA_TYPE,
             )
-            .await
-            .map_err(fail)?;
+            .await?;
         Ok(Pushed {
             layer_digest,
             pinned_reference: format!("{}/{}@{manifest_digest}", r.registry(), r.repository()),
             manifest_digest,
         })
+    }
+
+    /// Pushes `blobs` (each with its `sha256:<hex>` digest), then `manifest`, whose media type
+    /// is `media_type`, to `reference`: an artifact the caller assembled (a plugin by
+    /// [`Client::push`], the host's container image by `cargo xtask image`). Returns the
+    /// manifest's digest, the digest of exactly the bytes given.
+    ///
+    /// # Errors
+    /// [`Error::InvalidReference`], [`Error::Unreachable`], [`Error::Unauthorized`],
+    /// [`Error::Registry`].
+    pub async fn push_blobs_and_manifest(
+        &self,
+        reference: &str,
+        blobs: Vec<(bytes::Bytes, String)>,
+        manifest: Vec<u8>,
+        media_type: &'static str,
+    ) -> Result<String> {
+        let r = parse_reference(reference)?;
+        let manifest_digest = windlass_contract::digest(&manifest);
+        let fail = |e| self.classify(&r, e);
+        self.client
+            .store_auth_if_needed(r.resolve_registry(), &self.auth())
+            .await;
+        for (data, digest) in blobs {
+            self.client
+                .push_blob(&r, data, &digest)
+                .await
+                .map_err(fail)?;
+        }
+        self.client
+            .push_manifest_raw(&r, manifest, http::HeaderValue::from_static(media_type))
+            .await
+            .map_err(fail)?;
+        Ok(manifest_digest)
     }
 }
