@@ -26,7 +26,7 @@ enum Command {
     /// operator on it until Ctrl-C: the embedded default.
     #[cfg(feature = "dev")]
     Dev(cmd::dev::Args),
-    /// Print the CustomResourceDefinitions (WasmPlugin, SampleDB) as YAML.
+    /// Print the CustomResourceDefinitions as YAML: WasmPlugin (and SampleDB, built with `dev`).
     Crds,
     /// Run a pipeline of plugins on a parent from a file and print what the host would apply.
     Render(cmd::render::Args),

@@ -4,7 +4,10 @@
 //!   docker-registry, skopeo, helm), checks formatting, builds the plugins (`plugins`) and the
 //!   real control plane (`kube`), runs every test (which builds the misbehaving test guests to
 //!   wasm32-wasip2) on the devcluster, then the end-to-end tests again on real control planes,
-//!   then builds the production binary without the `dev` feature.
+//!   then builds the production binary as the image has it (`image`) and tests the image.
+//! - `image [--push REF]`: the host's container image: a static (musl) release `windlass`
+//!   without the `dev` feature, made into a one-layer OCI image by tools/image, written to
+//!   `target/windlass-image/layout` and pushed to REF with the project's registry client.
 //! - `layers`: checks with `cargo tree` that each layer crate links only what its layer may
 //!   (the runtime no Kubernetes client, the operator no wasmtime, the production binary no
 //!   devcluster), and that no crate's modules import each other in a circle (`circles.rs`);
@@ -52,6 +55,7 @@ fn main() -> Result<()> {
         ["dev", rest @ ..] => dev(rest),
         ["bench", "runtime"] => cargo(&["bench", "-p", "windlass", "--bench", "runtime"]),
         ["chaos"] => chaos(),
+        ["image", rest @ ..] => image(rest).map(|_| ()),
         ["bench", "languages"] => {
             run(Command::new("bash").arg(root().join(".ci").join("tools-plugins")))?;
             cargo(&["bench", "-p", "windlass", "--bench", "languages"])
@@ -60,6 +64,7 @@ fn main() -> Result<()> {
         _ => {
             eprintln!(
                 "usage: cargo xtask <ci | layers | plugins | kube | dev [ARGS…] | render [ARGS…] | chaos | \
+                 image [--push REF [--insecure-registry HOST]] | \
                  bench runtime | bench languages | bench host [--parents N] [--callgrind [--window SECS]] [--real]>"
             );
             bail!("unknown task {args:?}")
@@ -371,18 +376,119 @@ fn ci() -> Result<()> {
         real.extend(["--skip", name]);
     }
     let on_real = test(&real_host, true).and(test(&real, true));
-    // The production binary as the image builds it: without `dev`, so without the devcluster
-    // (the layers check shows it does not link it; this shows it still compiles without it).
-    let production = cargo(&[
-        "build",
-        "-p",
-        "windlass",
-        "--no-default-features",
-        "--bin",
-        "windlass",
-    ]);
+    // The production binary as users get it: the image's static build, without `dev` (the
+    // layers check shows it links no devcluster; this shows it builds without it), made into
+    // the image; then the image pushed, inspected with skopeo and its binary run from the layer.
+    let image = image(&[]).and_then(|binary| {
+        let mut args = workspace.to_vec();
+        args.extend(["--test", "host", "--", "--ignored", "--exact", IMAGE_TEST]);
+        let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        cmd.arg("test")
+            .args(args)
+            .env("WINDLASS_IMAGE_BINARY", binary);
+        run(&mut cmd)
+    });
     disk_report();
-    on_dev.and(on_real).and(production)
+    on_dev.and(on_real).and(image)
+}
+
+/// The test of the image made from the static binary (host/tests/host/image.rs).
+const IMAGE_TEST: &str =
+    "image::the_host_image_holds_a_static_binary_that_runs_from_the_registrys_layer";
+
+/// The target of the image's binary: Rust's musl target links it statically, so the image needs
+/// no libc, and musl's resolver reads /etc/resolv.conf itself where a static glibc would need
+/// its NSS libraries at run time to look up a registry's name.
+const IMAGE_TARGET: &str = "x86_64-unknown-linux-musl";
+
+/// `image`: the static `windlass` (the `image` profile, no `dev` feature) and the image made of
+/// it (tools/image), written as an OCI layout to target/windlass-image/layout (its layer alone, for
+/// deploy/Dockerfile, to target/windlass-image/rootfs.tar.gz) and, with `--push REF`, pushed. The time
+/// of every file is the commit's (or `SOURCE_DATE_EPOCH`), and the paths of this checkout and
+/// of the cargo home are left out of the binary, so two builds of one commit give one digest.
+/// Returns the binary's path.
+fn image(args: &[&str]) -> Result<PathBuf> {
+    run(Command::new("rustup").args(["target", "add", IMAGE_TARGET]))?;
+    let root = root();
+    let cargo_home = match std::env::var_os("CARGO_HOME") {
+        Some(home) => PathBuf::from(home),
+        None => PathBuf::from(std::env::var_os("HOME").context("neither CARGO_HOME nor HOME")?)
+            .join(".cargo"),
+    };
+    let remap = format!(
+        "--remap-path-prefix={}=/windlass --remap-path-prefix={}=/cargo",
+        root.display(),
+        cargo_home.display()
+    );
+    let mut build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    build
+        .args([
+            "build",
+            "--locked",
+            "--profile",
+            "image",
+            "--target",
+            IMAGE_TARGET,
+        ])
+        .args([
+            "-p",
+            "windlass",
+            "--no-default-features",
+            "--bin",
+            "windlass",
+        ])
+        .env("CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_RUSTFLAGS", remap);
+    run(&mut build)?;
+    let binary = root
+        .join("target")
+        .join(IMAGE_TARGET)
+        .join("image")
+        .join("windlass");
+    let git = |args: &[&str]| -> Result<String> {
+        let out = Command::new("git").args(args).current_dir(&root).output()?;
+        if !out.status.success() {
+            bail!("git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(String::from_utf8(out.stdout)?.trim().to_string())
+    };
+    let revision = git(&["rev-parse", "HEAD"])?;
+    let created = match std::env::var("SOURCE_DATE_EPOCH") {
+        Ok(epoch) => epoch,
+        Err(_) => git(&["log", "-1", "--format=%ct"])?,
+    };
+    let out = root.join("target").join("windlass-image");
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let (layout, rootfs) = (out.join("layout"), out.join("rootfs.tar.gz"));
+    let utf8 = |p: &Path| {
+        p.to_str()
+            .context("a path that is not UTF-8")
+            .map(str::to_string)
+    };
+    let (binary_arg, layout_arg, rootfs_arg) = (utf8(&binary)?, utf8(&layout)?, utf8(&rootfs)?);
+    let mut tool = vec!["run", "--quiet", "-p", "windlass-image", "--"];
+    tool.extend([
+        "--binary",
+        &binary_arg,
+        "--layout",
+        &layout_arg,
+        "--rootfs",
+        &rootfs_arg,
+    ]);
+    tool.extend([
+        "--version",
+        env!("CARGO_PKG_VERSION"),
+        "--revision",
+        &revision,
+    ]);
+    tool.extend([
+        "--source",
+        env!("CARGO_PKG_REPOSITORY"),
+        "--created",
+        &created,
+    ]);
+    tool.extend(args);
+    cargo(&tool)?;
+    Ok(binary)
 }
 
 /// What each layer must not link, as (package and its `cargo tree` options, forbidden crates by
@@ -420,7 +526,7 @@ const LAYERS: &[(&[&str], &[&str])] = &[
 ];
 
 /// The workspace's own crates with sources (`src/`): the layers, the host, the devcluster, the
-/// control plane, the SDK, the SampleDB plugins, the test guests and xtask.
+/// control plane, the SDK, the SampleDB plugins, the test guests, the image tool and xtask.
 fn crate_dirs() -> Result<Vec<PathBuf>> {
     let mut dirs = Vec::new();
     for parent in ["crates", "plugins", "test-guests/guests"] {
@@ -434,6 +540,7 @@ fn crate_dirs() -> Result<Vec<PathBuf>> {
         "kubeplane",
         "guest-sdk",
         "test-guests",
+        "tools/image",
         "xtask",
     ] {
         dirs.push(root().join(dir));

@@ -16,6 +16,7 @@ mod crds;
 mod dev;
 mod finalize;
 mod helm;
+mod image;
 mod install;
 mod oci;
 mod operator;

@@ -31,14 +31,14 @@ const USER: &str = "alice";
 const PASSWORD: &str = "s3cret-pass";
 
 /// A `docker-registry` on 127.0.0.1 with its storage in a temporary directory; killed on drop.
-struct Registry {
+pub(crate) struct Registry {
     child: Child,
     host: String,
     dir: tempfile::TempDir,
 }
 
 impl Registry {
-    fn start(with_auth: bool) -> Registry {
+    pub(crate) fn start(with_auth: bool) -> Registry {
         source::install_crypto_provider();
         let bin = find_tool("docker-registry", "docker-registry");
         let dir = tempfile::tempdir().unwrap();
@@ -107,11 +107,11 @@ impl Registry {
         std::fs::read_to_string(self.dir.path().join("registry.log")).unwrap_or_default()
     }
 
-    fn reference(&self, repository_and_tag: &str) -> String {
+    pub(crate) fn reference(&self, repository_and_tag: &str) -> String {
         format!("{}/{repository_and_tag}", self.host)
     }
 
-    fn options(&self) -> Options {
+    pub(crate) fn options(&self) -> Options {
         Options {
             insecure_registries: vec![self.host.clone()],
             ..Options::default()
@@ -137,7 +137,7 @@ impl Drop for Registry {
 }
 
 /// The path of a tool, or a failure naming the Debian package that provides it.
-fn find_tool(name: &str, package: &str) -> PathBuf {
+pub(crate) fn find_tool(name: &str, package: &str) -> PathBuf {
     std::env::var_os("PATH")
         .iter()
         .flat_map(std::env::split_paths)
@@ -193,7 +193,7 @@ async fn push_guest(guest: &str, reference: &str, options: &Options) {
         .unwrap();
 }
 
-fn skopeo_raw(args: &[&str], reference: &str) -> Value {
+pub(crate) fn skopeo_raw(args: &[&str], reference: &str) -> Value {
     let out = Command::new(find_tool("skopeo", "skopeo"))
         .args(["inspect", "--tls-verify=false", "--raw"])
         .args(args)
