@@ -122,8 +122,34 @@ pub(super) async fn all(
         .chain(pod_labels.iter().map(|(d, merged)| (*d, merged)))
         .collect();
     check_traffic(ctx, &views, parent).await?;
+    // Two waves: role bindings after everything else. The API server lets a binding be made
+    // without the `bind` verb only when the binder holds what the bound role grants, which it
+    // can check only once the role exists: applied together, a new binding fails every time.
+    let (bindings, first): (Vec<_>, Vec<_>) = writes
+        .into_iter()
+        .partition(|(desired, _, _)| is_binding(&desired.object.kind));
+    apply_all(ctx, &manager, first).await?;
+    apply_all(ctx, &manager, bindings).await
+}
+
+/// A kind whose create the API server checks against the role it names.
+fn is_binding(kind: &str) -> bool {
+    matches!(
+        kind,
+        "rbac.authorization.k8s.io/v1/RoleBinding"
+            | "rbac.authorization.k8s.io/v1/ClusterRoleBinding"
+    )
+}
+
+/// Applies `writes` concurrently and lets every one finish (a failed one must not cancel the
+/// others mid-request); the first error, if any.
+async fn apply_all(
+    ctx: &KindCtx,
+    manager: &str,
+    writes: Vec<(&Desired, Value, bool)>,
+) -> Result<(), ReconcileError> {
     let writes = writes.into_iter().map(|(desired, object, force)| {
-        let mut params = PatchParams::apply(&manager);
+        let mut params = PatchParams::apply(manager);
         params.force = force;
         async move {
             let describe = windlass_policy::describe(&desired.object);
@@ -142,7 +168,11 @@ pub(super) async fn all(
                 })
         }
     });
-    futures::future::try_join_all(writes).await.map(|_| ())
+    futures::future::join_all(writes)
+        .await
+        .into_iter()
+        .collect::<Result<Vec<()>, _>>()
+        .map(|_| ())
 }
 
 /// Before a StatefulSet is written: every Pod and claim it would make by a derived name
