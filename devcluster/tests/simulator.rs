@@ -471,7 +471,7 @@ async fn over_the_api_the_simulator_writes_again_what_the_api_refused() {
     .await;
     dc.faults().set_error_rate("patch", 500, 1.0);
     let sim = tokio::spawn(windlass_devcluster::simulator::remote::run(
-        dc.client(),
+        dc.config(),
         windlass_devcluster::simulator::Config::from(&Options {
             ready_delay: Duration::from_millis(50),
             ..Options::default()

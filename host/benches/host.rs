@@ -544,9 +544,10 @@ async fn fresh_cluster(setup: &Setup, name: &str) -> Result<(Cluster, Client, Pa
         let plane = ControlPlane::start().await?;
         std::fs::copy(plane.kubeconfig(), &kubeconfig)?;
         let client = plane.client().await?;
+        let kube_config = plane.config().await?;
         let sim = simulator.then(|| {
             tokio::spawn(windlass_devcluster::simulator::remote::run(
-                client.clone(),
+                kube_config.clone(),
                 windlass_devcluster::simulator::Config::from(&Options::default()),
             ))
         });

@@ -339,6 +339,14 @@ impl ControlPlane {
         client_for(&self.kubeconfig()).await
     }
 
+    /// The admin user's client configuration (server, CA, token), to make clients from.
+    ///
+    /// # Errors
+    /// When the kubeconfig cannot be read.
+    pub async fn config(&self) -> Result<kube::Config> {
+        config_for(&self.kubeconfig()).await
+    }
+
     /// The last `lines` lines of a process's log (`etcd`, `kube-apiserver`,
     /// `kube-controller-manager`).
     pub fn log_tail(&self, process: &str, lines: usize) -> String {
@@ -499,14 +507,21 @@ fn remove_stale_dirs() {
 /// # Errors
 /// When the kubeconfig cannot be read or is not valid.
 pub async fn client_for(kubeconfig: &Path) -> Result<kube::Client> {
+    Ok(kube::Client::try_from(config_for(kubeconfig).await?)?)
+}
+
+/// The client configuration a kubeconfig file gives, with rustls' ring provider installed.
+///
+/// # Errors
+/// When the kubeconfig cannot be read or is not valid.
+pub async fn config_for(kubeconfig: &Path) -> Result<kube::Config> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig)?;
-    let config = kube::Config::from_custom_kubeconfig(
+    Ok(kube::Config::from_custom_kubeconfig(
         kubeconfig,
         &kube::config::KubeConfigOptions::default(),
     )
-    .await?;
-    Ok(kube::Client::try_from(config)?)
+    .await?)
 }
 
 /// Starts `cmd` from a thread that lives as long as the process, with `PR_SET_PDEATHSIG`: the

@@ -260,6 +260,7 @@ fn kube_dir(build: std::process::Child) -> Result<PathBuf> {
 /// test binary): the end-to-end tests, and the chaos suite's restarts of etcd and
 /// kube-apiserver (real only).
 const REAL_CLUSTER_HOST_MODULES: &[&str] = &[
+    "accounts::",
     "admission::",
     "operator::",
     "containment::",

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::{Sim, kubectl::DeletePods};
 use crate::api::{Cluster, WriteOpts};
 use crate::patch::PatchType;
 
@@ -31,7 +32,32 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// would once the containers stopped (a delete with grace period 0, on the Pod's uid).
     /// Inside the devcluster Pods are never bound, and a deletion needs no kubelet.
     fn terminate(&self, _ns: &str, _name: &str, _uid: &str) {}
+    /// Carries out a Pod's `kubectl delete pod` as the Pod's ServiceAccount `account` would,
+    /// then writes the Pod's status `status(outcome)`: `Ok`, or the error kubectl would print
+    /// (and exit 1 with). Inside the devcluster there is no RBAC: the simulator's own writes
+    /// carry it out.
+    fn kubectl(&self, sim: &Sim, pod: PodRef, account: &str, cmd: DeletePods, status: PodStatus) {
+        let _ = account;
+        cmd.run(sim, &pod.namespace);
+        self.patch(
+            "/pods",
+            &pod.namespace,
+            &pod.name,
+            "status",
+            &status(Ok(())),
+        );
+    }
 }
+
+/// A Pod by namespace and name.
+#[derive(Debug, Clone)]
+pub(crate) struct PodRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// The status to write once a Pod's command finished: from `Ok` or kubectl's error.
+pub(crate) type PodStatus = Box<dyn FnOnce(Result<(), String>) -> Value + Send>;
 
 /// Inside the devcluster: the store, and the API layer every client's write goes through
 /// (field manager `devcluster-simulator`, no injected faults).

@@ -1,12 +1,14 @@
 //! What a Job's Pod does when its container runs `kubectl delete pod …`: no container runs in
-//! the simulator, so when such a Pod succeeds the simulator carries out its command through the
-//! API, as kubectl in the Pod would have. Only this one command is understood (the SampleDB
-//! chaos CronJob's): `kubectl delete pod|pods|po [NAME…] [--namespace|-n NS]
-//! [--selector|-l SELECTOR]`, other flags ignored. The namespace defaults to the Pod's own.
+//! the simulator, so when such a Pod would succeed the simulator carries out its command through
+//! the API, as kubectl in the Pod would have, and the Pod succeeds or fails as kubectl would
+//! exit. Only this one command is understood (the SampleDB chaos CronJob's): `kubectl delete
+//! pod|pods|po [NAME…] [--namespace|-n NS] [--selector|-l SELECTOR]`, other flags ignored. The
+//! namespace defaults to the Pod's own.
 //!
-//! The simulator does not play RBAC: the real API server would check that the Pod's
-//! ServiceAccount may delete those Pods (the chaos plugin's Role allows just that); the
-//! end-to-end test on a real control plane is where that is enforced.
+//! On a real control plane ([`super::remote`]) the command runs with a token of the Pod's
+//! ServiceAccount from a TokenRequest, so RBAC decides: a refusal fails the Pod with kubectl's
+//! message (`Error from server (Forbidden): …`) as its container's termination message. The
+//! devcluster has no RBAC: there the simulator's own writes carry it out.
 
 use serde_json::Value;
 
@@ -14,11 +16,14 @@ use super::Sim;
 use crate::selector::LabelSelector;
 
 /// A parsed `kubectl delete pod` command.
-#[derive(Debug, PartialEq)]
-struct DeletePods {
-    namespace: Option<String>,
-    selector: Option<String>,
-    names: Vec<String>,
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct DeletePods {
+    /// `--namespace`; the Pod's own when not given.
+    pub namespace: Option<String>,
+    /// `--selector`.
+    pub selector: Option<String>,
+    /// Pods named on the command line.
+    pub names: Vec<String>,
 }
 
 impl DeletePods {
@@ -66,7 +71,8 @@ impl DeletePods {
         Some(cmd)
     }
 
-    fn run(&self, sim: &Sim, pod_ns: &str) {
+    /// Carries the command out with the simulator's own writes (no RBAC: the devcluster's way).
+    pub(super) fn run(&self, sim: &Sim, pod_ns: &str) {
         let ns = self.namespace.as_deref().unwrap_or(pod_ns);
         let selector = match self.selector.as_deref().map(LabelSelector::parse) {
             Some(Ok(selector)) => Some(selector),
@@ -102,19 +108,17 @@ impl DeletePods {
     }
 }
 
-/// Carries out the `kubectl delete pod` commands of a succeeded Pod's containers.
-pub(super) fn run(sim: &Sim, pod_ns: &str, containers: &[Value]) {
-    for container in containers {
+/// The `kubectl delete pod` command of a Pod's containers, if one has it.
+pub(super) fn command(containers: &[Value]) -> Option<DeletePods> {
+    containers.iter().find_map(|container| {
         let argv: Vec<&str> = ["command", "args"]
             .iter()
             .filter_map(|k| container[*k].as_array())
             .flatten()
             .filter_map(Value::as_str)
             .collect();
-        if let Some(cmd) = DeletePods::parse(&argv) {
-            cmd.run(sim, pod_ns);
-        }
-    }
+        DeletePods::parse(&argv)
+    })
 }
 
 #[cfg(test)]

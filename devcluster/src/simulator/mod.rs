@@ -214,6 +214,18 @@ impl Sim {
         format!("10.96.{}.{}", (n / 250) % 250, n % 250 + 2)
     }
 
+    /// Carries out a Pod's `kubectl delete pod` as its ServiceAccount, then writes its status
+    /// (see [`backend::Backend::kubectl`]).
+    pub(crate) fn kubectl(
+        &self,
+        pod: backend::PodRef,
+        account: &str,
+        cmd: kubectl::DeletePods,
+        status: backend::PodStatus,
+    ) {
+        self.backend.kubectl(self, pod, account, cmd, status);
+    }
+
     /// Runs `f` after the ready delay.
     pub fn later(self: &Arc<Self>, f: impl FnOnce(&Sim) + Send + 'static) {
         let sim = self.clone();

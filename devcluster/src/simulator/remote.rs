@@ -27,7 +27,12 @@ use serde_json::{Value, json};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
-use super::{Config, Sim, backend::Backend, ns_name};
+use super::{
+    Config, Sim,
+    backend::{Backend, PodRef, PodStatus},
+    kubectl::DeletePods,
+    ns_name,
+};
 use crate::store::EventType;
 
 /// What the simulator watches on a real control plane: (key, group, version, kind, plural).
@@ -58,6 +63,9 @@ type Objects = HashMap<(String, String), Arc<Value>>;
 /// Watch caches and an API client.
 struct Remote {
     client: Client,
+    /// The admin client's configuration: a simulated Pod's commands run with its server and CA
+    /// and a token of the Pod's ServiceAccount instead of the admin's credentials.
+    base: kube::Config,
     resources: HashMap<&'static str, ApiResource>,
     caches: RwLock<HashMap<&'static str, Objects>>,
 }
@@ -182,6 +190,34 @@ impl Backend for Remote {
         });
     }
 
+    fn kubectl(&self, _: &Sim, pod: PodRef, account: &str, cmd: DeletePods, status: PodStatus) {
+        let Some(api) = self.api("/pods", &pod.namespace) else {
+            return;
+        };
+        let (admin, base, account) = (self.client.clone(), self.base.clone(), account.to_string());
+        tokio::spawn(async move {
+            let outcome = kubectl_as(admin, base, &pod.namespace, &account, &cmd).await;
+            match &outcome {
+                Ok(()) => {
+                    tracing::info!(namespace = %pod.namespace, pod = %pod.name, account, ?cmd, "simulated kubectl ran as the Pod's ServiceAccount")
+                }
+                Err(e) => {
+                    tracing::info!(namespace = %pod.namespace, pod = %pod.name, account, error = %e, "simulated kubectl failed; the Pod fails")
+                }
+            }
+            let body = status(outcome);
+            let params = PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..PatchParams::default()
+            };
+            let patch = Patch::Merge(&body);
+            retrying("patch", "/pods", &pod.name, 404, || {
+                api.patch_status(&pod.name, &params, &patch)
+            })
+            .await;
+        });
+    }
+
     fn bind(&self, ns: &str, name: &str) {
         let Some(api) = self.api("/pods", ns) else {
             return;
@@ -277,9 +313,77 @@ where
     }
 }
 
-/// Runs the simulator against the API server `client` talks to, until the task is dropped.
-/// Only the kubelet's, volume binding's and snapshot controller's parts (see the module docs).
-pub async fn run(client: Client, config: Config) {
+/// `kubectl delete pod` as `system:serviceaccount:<pod_ns>:<account>`: a token from a
+/// TokenRequest (what the kubelet projects into the Pod), then kubectl's requests — a list by
+/// the selector, a delete per Pod — with it. `Err` is what kubectl would print.
+async fn kubectl_as(
+    admin: Client,
+    base: kube::Config,
+    pod_ns: &str,
+    account: &str,
+    cmd: &DeletePods,
+) -> Result<(), String> {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            expiration_seconds: Some(600),
+            ..TokenRequestSpec::default()
+        },
+        ..TokenRequest::default()
+    };
+    let token = Api::<ServiceAccount>::namespaced(admin, pod_ns)
+        .create_token_request(account, &PostParams::default(), &request)
+        .await
+        .map_err(|e| format!("error: no token for ServiceAccount {pod_ns}/{account}: {e}"))?
+        .status
+        .ok_or_else(|| format!("error: no token for ServiceAccount {pod_ns}/{account}"))?
+        .token;
+    let mut config = base;
+    config.auth_info = kube::config::AuthInfo {
+        token: Some(token.into()),
+        ..kube::config::AuthInfo::default()
+    };
+    let client = Client::try_from(config).map_err(|e| format!("error: {e}"))?;
+    let ns = cmd.namespace.as_deref().unwrap_or(pod_ns);
+    let pods: Api<Pod> = Api::namespaced(client, ns);
+    let kubectl_error = |e: kube::Error| match e {
+        kube::Error::Api(s) => format!("Error from server ({}): {}", s.reason, s.message),
+        other => format!("error: {other}"),
+    };
+    let mut targets: Vec<(String, bool)> = cmd.names.iter().map(|n| (n.clone(), false)).collect();
+    if let Some(selector) = &cmd.selector {
+        let list = pods
+            .list(&kube::api::ListParams::default().labels(selector))
+            .await
+            .map_err(kubectl_error)?;
+        targets.extend(
+            list.items
+                .into_iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .filter_map(|p| p.metadata.name)
+                .map(|n| (n, true)),
+        );
+    }
+    for (name, selected) in targets {
+        match pods.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            // Listed, then gone before the delete: kubectl says nothing of it.
+            Err(kube::Error::Api(s)) if s.code == 404 && selected => {}
+            Err(e) => return Err(kubectl_error(e)),
+        }
+    }
+    Ok(())
+}
+
+/// Runs the simulator against the API server `kube` configures (its admin credentials), until
+/// the task is dropped. Only the kubelet's, volume binding's and snapshot controller's parts
+/// (see the module docs); what a Pod does through the API it does as the Pod's ServiceAccount.
+///
+/// # Panics
+/// When `kube` cannot make a client (a kubeconfig that loaded always can).
+pub async fn run(kube: kube::Config, config: Config) {
+    let client = Client::try_from(kube.clone()).expect("a client from the simulator's config");
     let resources: HashMap<&'static str, ApiResource> = WATCHED
         .iter()
         .map(|(key, group, version, kind, plural)| {
@@ -289,6 +393,7 @@ pub async fn run(client: Client, config: Config) {
         .collect();
     let remote = Arc::new(Remote {
         client,
+        base: kube,
         resources,
         caches: RwLock::new(HashMap::new()),
     });

@@ -32,41 +32,70 @@ pub(super) fn start_pod(sim: &Arc<Sim>, pod: &Value) {
         .as_array()
         .cloned()
         .unwrap_or_default();
+    let containers_of_pod = containers.clone();
+    let account = pod["spec"]["serviceAccountName"]
+        .as_str()
+        .unwrap_or("default")
+        .to_string();
     sim.later(move |sim| {
         // Still the same Pod (not deleted and recreated meanwhile)?
         if sim.get("/pods", &ns, &name).is_none_or(|p| p["metadata"]["uid"] != uid) {
             return;
         }
         let now = crate::api::now();
+        let ip = sim.ip();
         let phase = match (of_job, fail) {
             (true, true) => "Failed",
             (true, false) => "Succeeded",
             _ => "Running",
         };
-        let running = phase == "Running";
-        let statuses: Vec<Value> = containers
-            .iter()
-            .map(|c| {
-                let state = if running {
-                    json!({"running": {"startedAt": now}})
-                } else {
-                    json!({"terminated": {"exitCode": if phase == "Failed" { 1 } else { 0 }, "reason": if phase == "Failed" { "Error" } else { "Completed" }, "startedAt": now, "finishedAt": now}})
-                };
-                json!({"name": c["name"], "image": c["image"], "imageID": "", "ready": running, "started": running, "restartCount": 0, "state": state})
-            })
-            .collect();
-        // No container runs here: what a Job's Pod does through the API, the simulator does.
-        if phase == "Succeeded" {
-            super::kubectl::run(&sim, &ns, &containers);
+        let pod_status = move |phase: &str, message: Option<String>| {
+            let running = phase == "Running";
+            let statuses: Vec<Value> = containers
+                .iter()
+                .map(|c| {
+                    let state = if running {
+                        json!({"running": {"startedAt": now}})
+                    } else {
+                        let mut terminated = json!({"exitCode": if phase == "Failed" { 1 } else { 0 }, "reason": if phase == "Failed" { "Error" } else { "Completed" }, "startedAt": now, "finishedAt": now});
+                        if let Some(message) = &message {
+                            terminated["message"] = json!(message);
+                        }
+                        json!({"terminated": terminated})
+                    };
+                    json!({"name": c["name"], "image": c["image"], "imageID": "", "ready": running, "started": running, "restartCount": 0, "state": state})
+                })
+                .collect();
+            let ready = if running { "True" } else { "False" };
+            json!({"status": {"phase": phase, "podIP": ip, "hostIP": "10.0.0.1", "startTime": now,
+                "conditions": [
+                    {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+                    {"type": "Initialized", "status": "True", "lastTransitionTime": now},
+                    {"type": "ContainersReady", "status": ready, "lastTransitionTime": now},
+                    {"type": "Ready", "status": ready, "lastTransitionTime": now}],
+                "containerStatuses": statuses}})
+        };
+        // No container runs here: what a Job's Pod does through the API, the simulator does,
+        // as the Pod's ServiceAccount; the Pod fails when kubectl would.
+        if phase == "Succeeded"
+            && let Some(cmd) = super::kubectl::command(&containers_of_pod)
+        {
+            let pod = super::backend::PodRef {
+                namespace: ns.clone(),
+                name: name.clone(),
+            };
+            sim.kubectl(
+                pod,
+                &account,
+                cmd,
+                Box::new(move |outcome| match outcome {
+                    Ok(()) => pod_status("Succeeded", None),
+                    Err(message) => pod_status("Failed", Some(message)),
+                }),
+            );
+            return;
         }
-        let ready = if running { "True" } else { "False" };
-        let status = json!({"status": {"phase": phase, "podIP": sim.ip(), "hostIP": "10.0.0.1", "startTime": now,
-            "conditions": [
-                {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
-                {"type": "Initialized", "status": "True", "lastTransitionTime": now},
-                {"type": "ContainersReady", "status": ready, "lastTransitionTime": now},
-                {"type": "Ready", "status": ready, "lastTransitionTime": now}],
-            "containerStatuses": statuses}});
+        let status = pod_status(phase, None);
         sim.patch("/pods", &ns, &name, "status", &status);
     });
 }

@@ -109,13 +109,14 @@ pub async fn run(global: &Global, args: Args) -> Result<()> {
     let dev = match &args.kubeconfig {
         None => windlass::dev::start(config).await?,
         Some(path) => {
-            let client = super::kube_client(Some(path)).await?;
+            let kube_config = super::kube_config(Some(path)).await?;
+            let client = kube::Client::try_from(kube_config.clone())?;
             if args.simulate_workloads {
                 simulator::remote::install_snapshot_api(&client)
                     .await
                     .map_err(anyhow::Error::msg)?;
                 workloads = Some(tokio::spawn(simulator::remote::run(
-                    client.clone(),
+                    kube_config,
                     simulator::Config::from(&windlass_devcluster::Options::default()),
                 )));
             }

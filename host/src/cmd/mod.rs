@@ -113,7 +113,12 @@ pub fn block_on(future: impl std::future::Future<Output = Result<()>>) -> Result
 /// A client from a kubeconfig file, or else `$KUBECONFIG`, `~/.kube/config` or the in-cluster
 /// config.
 pub async fn kube_client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client> {
-    let config = match kubeconfig {
+    Ok(kube::Client::try_from(kube_config(kubeconfig).await?)?)
+}
+
+/// The client configuration from `kubeconfig`, or inferred (in-cluster, `KUBECONFIG`, ~/.kube).
+pub async fn kube_config(kubeconfig: Option<&PathBuf>) -> Result<kube::Config> {
+    Ok(match kubeconfig {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
@@ -122,8 +127,7 @@ pub async fn kube_client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client> {
         None => kube::Config::infer()
             .await
             .context("no kubeconfig and not in a cluster")?,
-    };
-    Ok(kube::Client::try_from(config)?)
+    })
 }
 
 /// Resolves when the process is asked to stop (Ctrl-C or SIGTERM).

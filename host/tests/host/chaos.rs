@@ -1429,7 +1429,7 @@ async fn etcd_and_kube_apiserver_restart_under_sampledbs() {
         .await
         .expect("the snapshot API");
     let sim = tokio::spawn(simulator::remote::run(
-        client.clone(),
+        plane.config().await.expect("the admin's configuration"),
         simulator::Config::from(&Options {
             cron_speedup: 60.0,
             ..Options::default()

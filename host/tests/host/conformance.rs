@@ -250,3 +250,64 @@ fn native<P: windlass_sdk::Plugin>(
     });
     Ok((desired, status))
 }
+
+/// The chaos plugin's grants are the least it could be: with every grant of its WasmPlugin it
+/// runs, and without any one of them (a kind, the account its pods run as, the mounted token)
+/// the host refuses its output, naming the rule and the object.
+#[test]
+fn each_grant_of_the_chaos_plugin_is_needed() {
+    let dir = "chaos";
+    let suite = Suite::open(&cases_dir().join(dir)).expect("suite");
+    let case = Case::load(&suite, &cases_dir().join(dir).join("every-ten-minutes")).expect("case");
+    let run = |suite: &Suite| case.run(suite.stage(plugin(dir), &case));
+    let outcome = run(&suite).expect("the chaos plugin runs with its grants");
+    let kinds: Vec<&str> = outcome
+        .desired
+        .iter()
+        .filter(|d| d.object.name == "orders-chaos")
+        .map(|d| d.object.kind.as_str())
+        .collect();
+    assert_eq!(kinds, suite.settings.grants, "what the grants are for");
+
+    let mut refusals = Vec::new();
+    for (i, grant) in suite.settings.grants.iter().enumerate() {
+        let mut less = suite.clone();
+        less.settings.grants.remove(i);
+        let err = run(&less).expect_err(&format!("refused without {grant}"));
+        let message = err.to_string();
+        // Kinds that confer privileges are granted by name only; the CronJob like any kind.
+        let rule = if grant.ends_with("/CronJob") {
+            "(KindNotGranted)"
+        } else {
+            "(PrivilegedKind)"
+        };
+        assert!(
+            message.contains(rule) && message.contains(&format!("{grant} orders-chaos")),
+            "without {grant}: {message}"
+        );
+        refusals.push(message);
+    }
+    let mut less = suite.clone();
+    less.settings.pod_security.service_accounts.clear();
+    let message = run(&less)
+        .expect_err("refused without the account")
+        .to_string();
+    assert!(
+        message.contains("(PodSecurity)")
+            && message.contains("serviceAccountName is \"orders-chaos\"")
+            && message.ends_with("(serviceAccount)"),
+        "without the account: {message}"
+    );
+    refusals.push(message);
+    let mut less = suite.clone();
+    less.settings.pod_security.automount_service_account_token = false;
+    let message = run(&less)
+        .expect_err("refused without the token")
+        .to_string();
+    assert!(
+        message.contains("(PodSecurity)") && message.ends_with("(automountServiceAccountToken)"),
+        "without the token: {message}"
+    );
+    refusals.push(message);
+    println!("{}", refusals.join("\n"));
+}

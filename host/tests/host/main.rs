@@ -7,6 +7,7 @@
 
 mod support;
 
+mod accounts;
 mod admission;
 mod chaos;
 mod conformance;

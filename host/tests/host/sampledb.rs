@@ -123,7 +123,7 @@ async fn start() -> Harness {
             .await
             .expect("the snapshot API installed");
         let simulator = tokio::spawn(windlass_devcluster::simulator::remote::run(
-            client.clone(),
+            plane.config().await.expect("the admin's configuration"),
             windlass_devcluster::simulator::Config::from(&windlass_devcluster::Options::default()),
         ));
         let dev = dev::start_on(client, config)

@@ -191,7 +191,7 @@ impl Env {
                 .expect("the real control plane starts");
             let client = plane.client().await.expect("a client");
             let simulator = tokio::spawn(windlass_devcluster::simulator::remote::run(
-                client.clone(),
+                plane.config().await.expect("the admin's configuration"),
                 windlass_devcluster::simulator::Config::from(&Options::default()),
             ));
             (Cluster::Real(plane, simulator), client)
