@@ -230,18 +230,27 @@ fn kube() -> Result<PathBuf> {
 /// Starts `tools/kube/build.sh` (Go) in the background: it overlaps the Rust builds, which
 /// leave a core idle in their long single-threaded steps (LTO, linking).
 fn start_kube_build() -> Result<std::process::Child> {
-    let script = root().join("tools").join("kube").join("build.sh");
+    start_build("tools/kube/build.sh")
+}
+
+/// Starts a build script of tools/ (`tools/kube/build.sh`, `tools/cosign/build.sh`) that prints
+/// what it built, or found in its cache, as its last line of stdout.
+fn start_build(script: &str) -> Result<std::process::Child> {
     Command::new("bash")
-        .arg(&script)
+        .arg(root().join(script))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
         .spawn()
-        .with_context(|| format!("running {}", script.display()))
+        .with_context(|| format!("running {script}"))
 }
 
 /// Waits for a build from [`start_kube_build`] and returns the directory it printed.
 fn kube_dir(build: std::process::Child) -> Result<PathBuf> {
-    let script = "tools/kube/build.sh";
+    built(build, "tools/kube/build.sh")
+}
+
+/// Waits for a build from [`start_build`] and returns the path it printed last.
+fn built(build: std::process::Child, script: &str) -> Result<PathBuf> {
     let out = build
         .wait_with_output()
         .with_context(|| format!("waiting for {script}"))?;
@@ -249,11 +258,11 @@ fn kube_dir(build: std::process::Child) -> Result<PathBuf> {
         bail!("{script} failed: {}", out.status);
     }
     let stdout = String::from_utf8(out.stdout)?;
-    let dir = stdout
+    let path = stdout
         .lines()
         .last()
-        .context("tools/kube/build.sh printed no directory")?;
-    Ok(PathBuf::from(dir.trim()))
+        .with_context(|| format!("{script} printed no path"))?;
+    Ok(PathBuf::from(path.trim()))
 }
 
 /// The host's test modules that run on real control planes too (filters for the one `host`
@@ -336,6 +345,9 @@ fn ci() -> Result<()> {
     let workspace = ["--workspace", "--exclude", "guest-*"];
     cargo(&[&["test", "--no-run"][..], &workspace[..]].concat())?;
     let kube_bin = kube_dir(kube_build)?;
+    // The real cosign, for the signature interoperability test at the end; built (once per
+    // machine, cached like the control plane) while the tests run.
+    let cosign_build = start_build("tools/cosign/build.sh")?;
     disk_report();
     // Both passes run even when the first fails, so one failure does not hide the other's.
     let test = |extra: &[&str], real: bool| {
@@ -389,9 +401,20 @@ fn ci() -> Result<()> {
             .env("WINDLASS_IMAGE_BINARY", binary);
         run(&mut cmd)
     });
+    // Signatures made by the real cosign verify in Windlass and the other way round.
+    let cosign = built(cosign_build, "tools/cosign/build.sh").and_then(|cosign| {
+        let mut args = workspace.to_vec();
+        args.extend(["--test", "host", "--", "--ignored", "--exact", COSIGN_TEST]);
+        let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        cmd.arg("test").args(args).env("WINDLASS_COSIGN", cosign);
+        run(&mut cmd)
+    });
     disk_report();
-    on_dev.and(on_real).and(image)
+    on_dev.and(on_real).and(image).and(cosign)
 }
+
+/// The interoperability test with the real cosign (host/tests/host/signature.rs).
+const COSIGN_TEST: &str = "signature::cosign_and_windlass_each_verify_what_the_other_signed";
 
 /// The test of the image made from the static binary (host/tests/host/image.rs).
 const IMAGE_TEST: &str =

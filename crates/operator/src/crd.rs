@@ -140,6 +140,31 @@ pub struct OciSource {
     /// A Secret of type kubernetes.io/dockerconfigjson in the host's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull_secret: Option<String>,
+    /// Load only an artifact whose manifest is signed, in cosign's format, by one of these
+    /// keys; an unsigned or wrongly signed one is refused (the version serving stays).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<Verify>,
+}
+
+/// The keys an OCI plugin's signature is checked with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Verify {
+    /// Public keys; a signature by any one is accepted (list the old and the new key while
+    /// rotating).
+    #[schemars(length(min = 1))]
+    pub keys: Vec<VerifyKey>,
+}
+
+/// One public key signatures are checked with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifyKey {
+    /// What conditions and events call the key.
+    pub name: String,
+    /// The PEM public key (ECDSA P-256, `-----BEGIN PUBLIC KEY-----`), as `cosign
+    /// generate-key-pair` and `windlass plugin keygen` write it.
+    pub public_key: String,
 }
 
 /// A file on the host.
@@ -383,6 +408,7 @@ mod tests {
         s.oci = Some(OciSource {
             reference: "r/p:1".into(),
             pull_secret: None,
+            verify: None,
         });
         assert!(s.parse().unwrap_err().contains("only one"));
     }

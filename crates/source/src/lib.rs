@@ -101,6 +101,33 @@ pub enum Error {
         source: Box<windlass_contract::Error>,
     },
 
+    /// A signing or verification key that cannot be used (not PEM, not ECDSA P-256).
+    #[error("key {key}: {why}")]
+    InvalidKey { key: String, why: String },
+
+    /// Verification was asked for and the manifest has no signature at all.
+    #[error(
+        "{reference}: refusing manifest {digest}: it is not signed (no signature at {signature}); wanted a signature by {keys}"
+    )]
+    Unsigned {
+        reference: String,
+        digest: String,
+        /// Where cosign's signature for the digest would be (`repository:sha256-<hex>.sig`).
+        signature: String,
+        /// The keys accepted, as `name (sha256:<fingerprint>)`, comma-separated.
+        keys: String,
+    },
+
+    /// Verification was asked for and no signature of the manifest verifies with the keys.
+    #[error("{reference}: refusing manifest {digest}: no signature verifies with {keys} ({why})")]
+    SignatureInvalid {
+        reference: String,
+        digest: String,
+        keys: String,
+        /// Why each signature found was not accepted.
+        why: String,
+    },
+
     /// Any other answer of the registry (5xx, a protocol violation).
     #[error("registry {registry} failed for {reference}: {message}")]
     Registry {
@@ -126,6 +153,9 @@ impl Error {
             Error::DigestMismatch { .. } => "DigestMismatch",
             Error::Corrupt { .. } => "Corrupt",
             Error::InvalidPlugin { .. } => "InvalidPlugin",
+            Error::InvalidKey { .. } => "InvalidKey",
+            Error::Unsigned { .. } => "Unsigned",
+            Error::SignatureInvalid { .. } => "SignatureInvalid",
             Error::Registry { .. } => "RegistryFailed",
         }
     }

@@ -16,6 +16,7 @@
 
 mod classify;
 mod push;
+mod signature;
 
 use futures::StreamExt as _;
 use oci_client::{
@@ -29,6 +30,10 @@ use sha2::{Digest as _, Sha256};
 
 pub use crate::auth::RegistryAuth;
 use crate::{Error, Result, parse_pin};
+pub use signature::{
+    PublicKey, SIGNATURE_ANNOTATION, SIGNATURE_MEDIA_TYPE, Signed, SigningKey, Verified, payload,
+    signature_tag,
+};
 use windlass_contract::Engine;
 
 /// Media type of the config of a WebAssembly artifact.

@@ -1,5 +1,6 @@
-//! `windlass plugin new | test | inspect | push | pull`: a plugin project from a template, a
-//! component against recorded cases, a component from a file or a registry. The work is in
+//! `windlass plugin new | test | inspect | push | pull | keygen | sign | verify`: a plugin
+//! project from a template, a component against recorded cases, a component from a file or a
+//! registry, and signatures in cosign's format. The work is in
 //! `windlass::scaffold`, `windlass::cases` and `windlass::source::oci`; this module reads files
 //! and prints. `pull` and `new` build no plugin runtime.
 
@@ -73,6 +74,38 @@ pub enum Command {
         /// Refuse the plugin unless its digest is this one (sha256:<hex>).
         #[arg(long)]
         sha256: Option<String>,
+        /// Refuse the plugin unless its manifest is signed by this public key (PEM file);
+        /// repeatable: a signature by any one is accepted.
+        #[arg(long = "key")]
+        keys: Vec<PathBuf>,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Write a new ECDSA P-256 key pair for signing plugins: PREFIX.key (PKCS#8, mode 0600) and
+    /// PREFIX.pub, the public key to verify with (Windlass and `cosign verify --key` alike).
+    Keygen {
+        /// Where to write the two files. Default: ./windlass (windlass.key, windlass.pub).
+        #[arg(default_value = "windlass")]
+        prefix: PathBuf,
+    },
+    /// Sign a plugin in a registry, in cosign's format (a `sha256-<digest>.sig` image beside it),
+    /// keeping signatures already there.
+    Sign {
+        /// registry/repository:tag (the manifest it points at now is signed) or …@sha256:….
+        reference: String,
+        /// The private key: a PEM PKCS#8 file (`windlass plugin keygen`).
+        #[arg(long)]
+        key: PathBuf,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Check that a plugin in a registry is signed by one of the keys; exits non-zero when not.
+    Verify {
+        /// registry/repository:tag or …@sha256:<manifest digest>.
+        reference: String,
+        /// A public key (PEM file); repeatable: a signature by any one is accepted.
+        #[arg(long = "key", required = true)]
+        keys: Vec<PathBuf>,
         #[command(flatten)]
         registry: RegistryArgs,
     },
@@ -155,14 +188,104 @@ pub fn run(global: &Global, command: Command) -> Result<()> {
             reference,
             file,
             sha256,
+            keys,
             registry,
         } => super::block_on(pull(
             &reference,
             file,
             sha256.as_deref(),
+            &read_public_keys(&keys)?,
+            &registry.options(),
+        )),
+        Command::Keygen { prefix } => keygen(&prefix),
+        Command::Sign {
+            reference,
+            key,
+            registry,
+        } => super::block_on(sign(&reference, &key, &registry.options())),
+        Command::Verify {
+            reference,
+            keys,
+            registry,
+        } => super::block_on(verify(
+            &reference,
+            &read_public_keys(&keys)?,
             &registry.options(),
         )),
     }
+}
+
+/// Public keys from PEM files, each named by its file name.
+fn read_public_keys(paths: &[PathBuf]) -> Result<Vec<oci::PublicKey>> {
+    paths
+        .iter()
+        .map(|path| {
+            let pem = std::fs::read_to_string(path)
+                .with_context(|| format!("reading the key {}", path.display()))?;
+            Ok(oci::PublicKey::from_pem(&path.display().to_string(), &pem)?)
+        })
+        .collect()
+}
+
+/// Writes PREFIX.key (0600, never over an existing file) and PREFIX.pub.
+fn keygen(prefix: &Path) -> Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let with = |ext: &str| {
+        let mut name = prefix.as_os_str().to_owned();
+        name.push(ext);
+        PathBuf::from(name)
+    };
+    let (private, public) = (with(".key"), with(".pub"));
+    let key = oci::SigningKey::generate()?;
+    let name = public.display().to_string();
+    let public_key = key.public_key(&name);
+    for path in [&private, &public] {
+        if path.exists() {
+            bail!("{} exists; refusing to overwrite a key", path.display());
+        }
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&private)
+        .with_context(|| format!("creating {}", private.display()))?;
+    file.write_all(key.to_pem()?.as_bytes())
+        .with_context(|| format!("writing {}", private.display()))?;
+    std::fs::write(&public, public_key.to_pem())
+        .with_context(|| format!("writing {}", public.display()))?;
+    print(&format!(
+        "privateKey: {}\npublicKey: {}\nfingerprint: {}\n",
+        private.display(),
+        public.display(),
+        public_key.fingerprint()
+    ))
+}
+
+/// Signs what `reference` points at and prints where the signature went.
+async fn sign(reference: &str, key: &Path, options: &oci::Options) -> Result<()> {
+    let pem = std::fs::read_to_string(key)
+        .with_context(|| format!("reading the key {}", key.display()))?;
+    let key = oci::SigningKey::from_pem(&key.display().to_string(), &pem)?;
+    let signed = oci::Client::new(options.clone())
+        .sign(reference, &key)
+        .await?;
+    print(&format!(
+        "signed: {reference}\nmanifestDigest: {}\nsignature: {}\nsignatures: {}\n",
+        signed.manifest_digest, signed.signature_reference, signed.signatures
+    ))
+}
+
+/// Resolves `reference` and checks its signature; prints the key that made it.
+async fn verify(reference: &str, keys: &[oci::PublicKey], options: &oci::Options) -> Result<()> {
+    let client = oci::Client::new(options.clone());
+    let digest = client.resolve(reference).await?;
+    let verified = client.verify(reference, &digest, keys).await?;
+    print(&format!(
+        "verified: {reference}\nmanifestDigest: {}\nkey: {}\nfingerprint: {}\n",
+        verified.manifest_digest, verified.key, verified.fingerprint
+    ))
 }
 
 fn new(lang: Lang, name: &str, dir: Option<PathBuf>) -> Result<()> {
@@ -297,9 +420,16 @@ async fn pull(
     reference: &str,
     file: Option<PathBuf>,
     pin: Option<&str>,
+    keys: &[oci::PublicKey],
     options: &oci::Options,
 ) -> Result<()> {
-    let pulled = oci::pull(reference, options, pin).await?;
+    let pulled = if keys.is_empty() {
+        oci::pull(reference, options, pin).await?
+    } else {
+        let client = oci::Client::new(options.clone());
+        let digest = client.resolve(reference).await?;
+        client.pull_verified(reference, &digest, pin, keys).await?.0
+    };
     let file = file.unwrap_or_else(|| default_file(reference));
     std::fs::write(&file, &pulled.bytes).with_context(|| format!("writing {}", file.display()))?;
     print(&format!(

@@ -2,7 +2,7 @@
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use windlass::{
     controller::{self, source::OciSettings},
     leader::Election,
@@ -48,6 +48,11 @@ pub struct Args {
     /// A registry (`host:port`, as in references) to pull plugins from over plain HTTP.
     #[arg(long = "insecure-registry")]
     insecure_registries: Vec<String>,
+    /// A public key (PEM, ECDSA P-256) every OCI plugin must be signed by, in cosign's format;
+    /// repeatable: a signature by any one is accepted. A WasmPlugin's own `verify.keys` are
+    /// checked as well, never instead. The Helm chart passes `verifyPlugins.keys`.
+    #[arg(long = "trusted-key", value_name = "FILE")]
+    trusted_keys: Vec<std::path::PathBuf>,
     /// Seconds between re-resolutions of OCI tags; a moved tag is hot-swapped.
     #[arg(long, default_value_t = 300)]
     oci_poll_seconds: u64,
@@ -62,13 +67,29 @@ pub struct Args {
 }
 
 impl Args {
-    fn config(&self) -> operator::Config {
+    fn config(&self) -> Result<operator::Config> {
+        let trusted_keys = self
+            .trusted_keys
+            .iter()
+            .map(|path| {
+                let pem = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading the trusted key {}", path.display()))?;
+                // Named by the file's stem (`release-2026.pub` is `release-2026`), the name a
+                // refusal's condition gives.
+                let name = path
+                    .file_stem()
+                    .map(|stem| stem.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| path.display().to_string());
+                Ok(oci::PublicKey::from_pem(&name, &pem)
+                    .with_context(|| format!("the trusted key {}", path.display()))?)
+            })
+            .collect::<Result<Vec<_>>>()?;
         let identity = self
             .identity
             .clone()
             .or_else(|| std::env::var("HOSTNAME").ok())
             .unwrap_or_else(|| format!("windlass-{}", std::process::id()));
-        operator::Config {
+        Ok(operator::Config {
             admin_addr: self.admin_addr,
             election: self.leader_elect.then(|| Election {
                 namespace: self.namespace.clone(),
@@ -85,6 +106,7 @@ impl Args {
                         ..Default::default()
                     },
                     namespace: self.namespace.clone(),
+                    trusted_keys,
                 },
                 oci_poll: Duration::from_secs(self.oci_poll_seconds.max(1)),
                 finalize_stuck_after: Duration::from_secs(self.finalize_stuck_seconds),
@@ -98,7 +120,7 @@ impl Args {
                 ..Default::default()
             },
             identity,
-        }
+        })
     }
 }
 
@@ -110,7 +132,8 @@ pub async fn run(global: &Global, args: Args) -> Result<()> {
         ..global.runtime_config()
     })?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let (handle, task) = operator::start(client, args.config(), Arc::new(runtime), stopped).await?;
+    let (handle, task) =
+        operator::start(client, args.config()?, Arc::new(runtime), stopped).await?;
     tracing::info!(admin = %handle.admin_addr, "windlass is running");
     super::stop_signal().await;
     tracing::info!("stopping");

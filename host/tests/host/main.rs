@@ -23,4 +23,5 @@ mod oci;
 mod operator;
 mod render;
 mod sampledb;
+mod signature;
 mod templates;

@@ -153,7 +153,7 @@ pub(crate) fn find_tool(name: &str, package: &str) -> PathBuf {
 }
 
 /// Runs the real `windlass` binary; returns (success, stdout, stderr).
-fn windlass(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+pub(crate) fn windlass(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_windlass"))
         .arg("--no-cache")
         .args(args)
@@ -177,12 +177,12 @@ fn push(registry: &Registry, path: &str, reference: &str) -> serde_yaml::Value {
     serde_yaml::from_str(&stdout).unwrap()
 }
 
-fn digest_of(path: &str) -> String {
+pub(crate) fn digest_of(path: &str) -> String {
     windlass::runtime::digest(&guests::bytes(path))
 }
 
 /// Pushes a test guest with the library (as `windlass plugin push` does).
-async fn push_guest(guest: &str, reference: &str, options: &Options) {
+pub(crate) async fn push_guest(guest: &str, reference: &str, options: &Options) {
     let runtime = Runtime::new(RuntimeConfig {
         max_instances: 8,
         ..RuntimeConfig::default()

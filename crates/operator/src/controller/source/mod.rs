@@ -25,6 +25,10 @@ pub struct OciSettings {
     pub options: registry::Options,
     /// The namespace of pull secrets (the host's own).
     pub namespace: String,
+    /// The host-wide trust policy: when not empty, every OCI plugin must be signed by one of
+    /// these keys (cosign's format), whatever its WasmPlugin says; a WasmPlugin's own
+    /// `verify.keys` are checked as well, never instead.
+    pub trusted_keys: Vec<registry::PublicKey>,
 }
 
 /// A component's bytes and digest, as fetched.
@@ -148,7 +152,15 @@ impl Source<'_> {
                     Some(options) => options,
                     None => oci::options(client, plugin, settings, s).await?,
                 };
-                oci::fetch(plugin, s, &options, pin.as_deref()).await?
+                oci::fetch(
+                    plugin,
+                    s,
+                    &settings.trusted_keys,
+                    &options,
+                    pin.as_deref(),
+                    resolved.revision.as_deref(),
+                )
+                .await?
             }
         };
         let digest = windlass_contract::digest(&bytes);

@@ -75,21 +75,73 @@ pub async fn resolve(
         })
 }
 
-/// The artifact's layer, checked against `pin` by the registry client as it is pulled.
+/// The artifact's layer, checked against `pin` by the registry client as it is pulled. When
+/// the host has trusted keys, or the source asks for verification, the manifest `revision`
+/// (what the reference resolved to) must be signed by one of the host's keys *and* by one of
+/// the source's, and is then pulled by that digest.
 ///
 /// # Errors
-/// [`LoadError::Fetch`] when the pull fails or the layer is not the pinned one.
+/// [`LoadError::Fetch`] when a key is not one, a signature is missing or does not verify,
+/// the pull fails, or the layer is not the pinned one.
 pub async fn fetch(
     plugin: &str,
     source: &OciSource,
+    trusted: &[oci::PublicKey],
     options: &oci::Options,
     pin: Option<&str>,
+    revision: Option<&str>,
 ) -> Result<Vec<u8>, LoadError> {
-    oci::pull(&source.reference, options, pin)
+    let refused = |source| LoadError::Fetch {
+        plugin: plugin.to_string(),
+        source,
+    };
+    let mut policies: Vec<Vec<oci::PublicKey>> = Vec::new();
+    if !trusted.is_empty() {
+        policies.push(trusted.to_vec());
+    }
+    if let Some(verify) = &source.verify {
+        policies.push(
+            verify
+                .keys
+                .iter()
+                .map(|k| oci::PublicKey::from_pem(&k.name, &k.public_key))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(refused)?,
+        );
+    }
+    let Some((last, first)) = policies.split_last() else {
+        return oci::pull(&source.reference, options, pin)
+            .await
+            .map(|pulled| pulled.bytes)
+            .map_err(refused);
+    };
+    let client = oci::Client::new(options.clone());
+    let revision = match revision {
+        Some(r) => r.to_string(),
+        None => client.resolve(&source.reference).await.map_err(refused)?,
+    };
+    let mut verified = Vec::new();
+    for keys in first {
+        verified.push(
+            client
+                .verify(&source.reference, &revision, keys)
+                .await
+                .map_err(refused)?,
+        );
+    }
+    let (pulled, by) = client
+        .pull_verified(&source.reference, &revision, pin, last)
         .await
-        .map(|pulled| pulled.bytes)
-        .map_err(|source| LoadError::Fetch {
-            plugin: plugin.to_string(),
-            source,
-        })
+        .map_err(refused)?;
+    verified.push(by);
+    for v in &verified {
+        tracing::info!(
+            wasm_plugin = plugin,
+            manifest = %v.manifest_digest,
+            key = %v.key,
+            fingerprint = %v.fingerprint,
+            "signature verified"
+        );
+    }
+    Ok(pulled.bytes)
 }
