@@ -33,6 +33,9 @@ enum Command {
     /// Work with plugin components.
     #[command(subcommand)]
     Plugin(cmd::plugin::Command),
+    /// GET a URL over plain HTTP; succeed only on 200 OK (the chart's `helm test` runs it
+    /// against `/readyz`: the image has no shell).
+    Probe(cmd::probe::Args),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
         Command::Crds => cmd::crds::run(),
         Command::Render(args) => cmd::render::run(&cli.global, args),
         Command::Plugin(command) => cmd::plugin::run(&cli.global, command),
+        Command::Probe(args) => cmd::block_on(cmd::probe::run(args)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,6 +5,7 @@ pub mod crds;
 #[cfg(feature = "dev")]
 pub mod dev;
 pub mod plugin;
+pub mod probe;
 pub mod render;
 pub mod run;
 

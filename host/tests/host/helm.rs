@@ -15,7 +15,7 @@ use std::{
 
 use k8s_openapi::api::{
     apps::v1::Deployment,
-    core::v1::{Service, ServiceAccount},
+    core::v1::{Pod, Service, ServiceAccount},
     rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding},
 };
 use kube::{
@@ -45,10 +45,21 @@ fn chart() -> PathBuf {
     root().join("deploy/helm/windlass")
 }
 
-/// `helm template` of the chart with the given values files and `--set`s.
+/// `helm template` of the chart with the given values files and `--set`s: what `helm install`
+/// creates, so without the `helm test` hooks (`test_hooks`).
 fn template(values: &[&Path], sets: &[&str]) -> Result<String, String> {
+    render(values, sets, &["--skip-tests"])
+}
+
+/// The chart's `helm test` Pod alone, rendered with `sets`.
+fn test_hook(sets: &[&str]) -> Result<String, String> {
+    render(&[], sets, &["--show-only", "templates/tests/answers.yaml"])
+}
+
+fn render(values: &[&Path], sets: &[&str], flags: &[&str]) -> Result<String, String> {
     let mut cmd = Command::new(helm());
     cmd.args(["template", RELEASE])
+        .args(flags)
         .arg(chart())
         .args(["--namespace", NAMESPACE]);
     for v in values {
@@ -617,6 +628,8 @@ fn assert_only_known_fields(manifests: &str) -> usize {
         let kind = doc["kind"].as_str().unwrap_or_default();
         let unknown = match kind {
             "Deployment" => unknown_fields::<Deployment>(doc),
+            "Pod" => unknown_fields::<Pod>(doc),
+            "ConfigMap" => unknown_fields::<k8s_openapi::api::core::v1::ConfigMap>(doc),
             "Service" => unknown_fields::<Service>(doc),
             "ServiceAccount" => unknown_fields::<ServiceAccount>(doc),
             "ClusterRole" => unknown_fields::<ClusterRole>(doc),
@@ -699,4 +712,233 @@ fn every_rendered_object_has_only_fields_its_kind_defines() {
     .expect("every optional value");
     // The preset's objects, and a ConfigMap Role(Binding) for the namespace `plugins`.
     assert_eq!(assert_only_known_fields(&everything), 17);
+}
+
+#[test]
+fn the_values_schema_refuses_a_bad_value_naming_the_field() {
+    for (set, named) in [
+        ("replicas=two", "/replicas"),
+        ("replica=2", "'replica'"),
+        ("host.logFormat=xml", "/host/logFormat"),
+        ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
+        ("metrics.service.port=70000", "/metrics/service/port"),
+        (
+            "leaderElection.leaseSeconds=0",
+            "/leaderElection/leaseSeconds",
+        ),
+    ] {
+        let err = template(&[], &[set]).expect_err(set);
+        assert!(
+            err.contains("don't meet the specifications of the schema") && err.contains(named),
+            "{set}: {err}"
+        );
+    }
+    let err = template(&[&sampledb_values()], &["plugins[0].limits.timeoutMs=0"])
+        .expect_err("a zero timeout");
+    assert!(err.contains("/plugins/0/limits/timeoutMs"), "{err}");
+    let err = template(&[&sampledb_values()], &["plugins[1].failurePolicy=Retry"])
+        .expect_err("an unknown failure policy");
+    assert!(err.contains("/plugins/1/failurePolicy"), "{err}");
+    let err = template(&[&sampledb_values()], &["plugins[0].sha256=abc"])
+        .expect_err("a pin that is no digest");
+    assert!(err.contains("/plugins/0/sha256"), "{err}");
+}
+
+#[test]
+fn the_chart_and_app_versions_are_the_workspace_version() {
+    let chart: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(chart().join("Chart.yaml")).expect("Chart.yaml"),
+    )
+    .expect("Chart.yaml is YAML");
+    assert_eq!(chart["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(chart["appVersion"], env!("CARGO_PKG_VERSION"));
+}
+
+#[test]
+fn the_helm_test_pod_asks_the_metrics_service_with_the_hosts_own_image() {
+    let hook = test_hook(&[]).expect("the test hook renders with the default values");
+    assert_eq!(assert_only_known_fields(&hook), 1);
+    let pod = &documents(&hook)[0];
+    assert_eq!(pod["kind"], "Pod");
+    assert_eq!(pod["metadata"]["annotations"]["helm.sh/hook"], "test");
+    assert_eq!(
+        pod["spec"]["containers"][0]["command"],
+        json!([
+            "/usr/local/bin/windlass",
+            "probe",
+            format!("http://{RELEASE}-windlass-metrics.{NAMESPACE}.svc:8080/readyz")
+        ])
+    );
+    let installed = documents(&template(&[], &[]).expect("default values"));
+    let deployment = installed
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("a Deployment");
+    let host = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(pod["spec"]["containers"][0]["image"], host["image"]);
+    // A Pod the Deployment's selector matched would be adopted by its ReplicaSet.
+    let selector = deployment["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .expect("matchLabels");
+    let labels = &pod["metadata"]["labels"];
+    assert!(
+        selector.iter().any(|(k, v)| &labels[k] != v),
+        "the test Pod's labels {labels} match the Deployment's selector {selector:?}"
+    );
+    let security = &pod["spec"]["containers"][0]["securityContext"];
+    assert_eq!(security["readOnlyRootFilesystem"], true);
+    assert_eq!(security["allowPrivilegeEscalation"], false);
+    assert_eq!(pod["spec"]["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["spec"]["automountServiceAccountToken"], false);
+    // No Service, nothing to ask: no test.
+    assert!(test_hook(&["metrics.service.enabled=false"]).is_err());
+}
+
+/// `windlass probe`, as the test Pod runs it, against an admin endpoint that is ready, one that
+/// is not, and an address where nothing listens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn windlass_probe_succeeds_only_on_200() {
+    use axum::{Router, http::StatusCode, routing::get};
+    let app = Router::new()
+        .route("/readyz", get(|| async { "leader" }))
+        .route(
+            "/starting",
+            get(|| async { (StatusCode::SERVICE_UNAVAILABLE, "starting") }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port");
+    let addr = listener.local_addr().expect("its address");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let probe = |url: String| async move {
+        let out = tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_windlass"))
+                .args(["probe", &url, "--timeout-seconds", "5"])
+                .output()
+                .expect("windlass runs")
+        })
+        .await
+        .expect("the probe's thread");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (ok, said) = probe(format!("http://{addr}/readyz")).await;
+    assert!(ok && said.contains("200 OK leader"), "{said}");
+    let url = format!("http://{addr}/starting");
+    let (ok, said) = probe(url.clone()).await;
+    assert!(!ok, "{said}");
+    assert!(
+        said.contains(&url) && said.contains("503") && said.contains("starting"),
+        "{said}"
+    );
+    let free = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port")
+        .local_addr()
+        .expect("its address");
+    let url = format!("http://{free}/readyz");
+    let (ok, said) = probe(url.clone()).await;
+    assert!(!ok && said.contains(&url), "{said}");
+}
+
+#[test]
+fn the_trust_policy_keys_reach_the_host_and_a_plugins_own_keys_its_wasm_plugin() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let values = dir.path().join("values.yaml");
+    let pem = windlass::source::oci::SigningKey::generate()
+        .expect("a key")
+        .public_key("release")
+        .to_pem();
+    std::fs::write(
+        &values,
+        serde_json::to_string(&json!({
+            "verifyPlugins": {"keys": [{"name": "release", "publicKey": pem}]},
+            "plugins": [
+                {"name": "a", "parent": {"apiVersion": "x.example/v1", "kind": "X"},
+                 "oci": {"reference": "registry.example.com/a:1"}},
+                {"name": "b", "parent": {"apiVersion": "x.example/v1", "kind": "X"},
+                 "oci": {"reference": "registry.example.com/b:1",
+                         "verify": {"keys": [{"name": "own", "publicKey": "PEM"}]}}},
+                {"name": "c", "parent": {"apiVersion": "x.example/v1", "kind": "X"},
+                 "configMap": {"name": "c"}},
+            ],
+        }))
+        .expect("values as JSON"),
+    )
+    .expect("write values");
+    let manifests = template(&[&values], &[]).expect("helm template with verification keys");
+    let docs = documents(&manifests);
+    let find = |kind: &str, name: &str| {
+        docs.iter()
+            .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {kind} {name}"))
+    };
+    // The host-wide policy: the keys in a ConfigMap, mounted read-only, one flag per key.
+    let keys = find("ConfigMap", "wl-windlass-trusted-keys");
+    assert_eq!(
+        keys["data"]["release.pub"].as_str().map(str::trim),
+        Some(pem.trim())
+    );
+    let deployment = find("Deployment", "wl-windlass");
+    // The host reads the keys once, at start: a changed key must change the Pod template.
+    let checksum =
+        deployment["spec"]["template"]["metadata"]["annotations"]["checksum/trusted-keys"]
+            .as_str()
+            .expect("the trusted keys' checksum on the Pod template");
+    assert!(
+        checksum.len() == 64 && checksum.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{checksum}"
+    );
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        args.contains(&"--trusted-key=/etc/windlass/trusted-keys/release.pub"),
+        "{args:?}"
+    );
+    assert!(
+        container["volumeMounts"].as_array().expect("mounts").contains(&json!(
+            {"name": "trusted-keys", "mountPath": "/etc/windlass/trusted-keys", "readOnly": true}
+        )),
+        "{container}"
+    );
+    assert!(
+        pod["volumes"].as_array().expect("volumes").contains(&json!(
+            {"name": "trusted-keys", "configMap": {"name": "wl-windlass-trusted-keys"}}
+        )),
+        "{pod}"
+    );
+    // A plugin's own keys go to its WasmPlugin; the others carry none (the host checks them).
+    assert_eq!(
+        find("WasmPlugin", "wl-a")["spec"]["source"]["oci"].get("verify"),
+        None
+    );
+    assert_eq!(
+        find("WasmPlugin", "wl-b")["spec"]["source"]["oci"]["verify"],
+        json!({"keys": [{"name": "own", "publicKey": "PEM"}]})
+    );
+    assert_only_known_fields(&manifests);
+    // Without keys, no ConfigMap, flag or volume.
+    let plain =
+        template(&[&values], &["verifyPlugins.keys=null"]).expect("helm template without keys");
+    assert!(!plain.contains("trusted-key"), "{plain}");
+    // A key without its PEM, or a name that is no file name, is refused naming the field.
+    let err = template(
+        &[&values],
+        &["plugins[1].oci.verify.keys[0].publicKey=null"],
+    )
+    .expect_err("a key without its PEM");
+    assert!(err.contains("/plugins/1/oci/verify/keys/0"), "{err}");
+    let err = template(&[&values], &["verifyPlugins.keys[0].name=../x"])
+        .expect_err("a key name that is no file name");
+    assert!(err.contains("/verifyPlugins/keys/0/name"), "{err}");
 }
