@@ -26,6 +26,7 @@ mod backend;
 mod cronjob;
 mod job;
 mod kubectl;
+pub mod processes;
 pub mod remote;
 mod statefulset;
 mod workloads;
@@ -61,6 +62,8 @@ pub(crate) struct Sim {
     /// Objects (by uid) whose delayed change is already scheduled: a watch delivers every
     /// change of a pending object, and one timer each is enough.
     scheduled: Mutex<HashSet<String>>,
+    /// Against a real control plane, when asked: the Pods it runs as processes.
+    runner: std::sync::OnceLock<Arc<processes::Runner>>,
 }
 
 impl std::fmt::Debug for Sim {
@@ -80,6 +83,7 @@ impl Sim {
             controllers,
             next_ip: AtomicU32::new(10),
             scheduled: Mutex::new(HashSet::new()),
+            runner: std::sync::OnceLock::new(),
         })
     }
 }
@@ -226,6 +230,12 @@ impl Sim {
         self.backend.kubectl(self, pod, account, cmd, status);
     }
 
+    /// Removes a Pod that was bound to the simulated node, as its kubelet would once the
+    /// containers stopped.
+    pub(crate) fn terminate(&self, ns: &str, name: &str, uid: &str) {
+        self.backend.terminate(ns, name, uid);
+    }
+
     /// Runs `f` after the ready delay.
     pub fn later(self: &Arc<Self>, f: impl FnOnce(&Sim) + Send + 'static) {
         let sim = self.clone();
@@ -261,6 +271,12 @@ impl Sim {
             "apps/statefulsets" if live && controllers => statefulset::reconcile(self, ns, name),
             "batch/jobs" if live && controllers => job::reconcile(self, ns, name),
             "/pods" => {
+                if let Some(runner) = self.runner.get()
+                    && runner.runs(obj)
+                {
+                    runner.pod_event(self, kind, obj);
+                    return;
+                }
                 // The kubelet's part: every live Pod still Pending starts (once).
                 if live {
                     workloads::start_pod(self, obj);

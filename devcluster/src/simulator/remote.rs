@@ -383,6 +383,25 @@ async fn kubectl_as(
 /// # Panics
 /// When `kube` cannot make a client (a kubeconfig that loaded always can).
 pub async fn run(kube: kube::Config, config: Config) {
+    run_with_pods(kube, config, None).await;
+}
+
+/// [`run`], and the Pods `pods` selects run as local processes from their images
+/// ([`super::processes`]).
+///
+/// # Panics
+/// When `kube` cannot make a client, or `pods` is given and its directory cannot be made.
+pub async fn run_with_pods(
+    kube: kube::Config,
+    config: Config,
+    pods: Option<super::processes::RunPods>,
+) {
+    let runner = pods.map(|pods| {
+        Arc::new(
+            super::processes::Runner::new(pods, &kube)
+                .unwrap_or_else(|e| panic!("the simulator cannot run Pods: {e}")),
+        )
+    });
     let client = Client::try_from(kube.clone()).expect("a client from the simulator's config");
     let resources: HashMap<&'static str, ApiResource> = WATCHED
         .iter()
@@ -399,6 +418,9 @@ pub async fn run(kube: kube::Config, config: Config) {
     });
     register_node(&remote.client).await;
     let sim = Sim::new(remote.clone(), config, false);
+    if let Some(runner) = runner {
+        let _ = sim.runner.set(runner);
+    }
     let watches = WATCHED.iter().map(|(key, ..)| {
         let remote = remote.clone();
         let sim = sim.clone();
