@@ -349,12 +349,19 @@ fn ci() -> Result<()> {
     // machine, cached like the control plane) while the tests run.
     let cosign_build = start_build("tools/cosign/build.sh")?;
     disk_report();
+    // The production binary as users get it: the image's static build, without `dev` (the
+    // layers check shows it links no devcluster; this shows it builds without it). The install
+    // test (host/tests/host/install.rs) runs the chart's Pods from an image of it.
+    let image_binary = image(&[]);
     // Both passes run even when the first fails, so one failure does not hide the other's.
     let test = |extra: &[&str], real: bool| {
         let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
         cmd.arg("test")
             .args(extra)
             .env("WINDLASS_KUBE_BIN", &kube_bin);
+        if let Ok(binary) = &image_binary {
+            cmd.env("WINDLASS_IMAGE_BINARY", binary);
+        }
         if real {
             cmd.env("WINDLASS_TEST_CLUSTER", "real");
         }
@@ -389,10 +396,8 @@ fn ci() -> Result<()> {
         real.extend(["--skip", name]);
     }
     let on_real = test(&real_host, true).and(test(&real, true));
-    // The production binary as users get it: the image's static build, without `dev` (the
-    // layers check shows it links no devcluster; this shows it builds without it), made into
-    // the image; then the image pushed, inspected with skopeo and its binary run from the layer.
-    let image = image(&[]).and_then(|binary| {
+    // The image pushed, inspected with skopeo and its binary run from the layer.
+    let image = image_binary.and_then(|binary| {
         let mut args = workspace.to_vec();
         args.extend(["--test", "host", "--", "--ignored", "--exact", IMAGE_TEST]);
         let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));

@@ -1,36 +1,38 @@
-//! The Helm chart installed for real: `helm install` with the SampleDB preset — all six
-//! plugins, the Python, JavaScript and Go ones from an OCI registry (the real
-//! `docker-registry`), signed, and the host verifying every OCI plugin with the release's
-//! trusted key (`verifyPlugins`, passed as the chart's Deployment passes it) — into a
-//! real kube-apiserver (`windlass_kubeplane`: RBAC, Pod Security,
-//! OwnerReferencesPermissionEnforcement, the workload controllers), then `windlass run` out of
-//! cluster with a token of the chart's own ServiceAccount (a TokenRequest), so every request
-//! the host makes goes through the chart's RBAC. A SampleDB in a namespace that enforces the
-//! `restricted` Pod Security level gets its children, the real StatefulSet controller gets its
-//! Pods past admission, the database becomes Ready (the workload simulator plays the kubelet
-//! over the API), chaos kills its primary's Pod (the chaos Pod's kubectl runs as the database's
-//! own ServiceAccount, through the Role the plugin made) and all replicas are ready again, it is upgraded
-//! (backup and upgrade Jobs, a rolling StatefulSet), `helm upgrade` to a new build of a plugin
-//! swaps it, and it is deleted (a snapshot of each volume before the volumes go); the host's
-//! log holds no `forbidden`. Then `kubectl auth can-i --as` the ServiceAccount: what the host
-//! can and cannot do (the table in docs/INSTALL.md). Last, the uninstall docs/INSTALL.md
-//! describes: the WasmPlugins while the host runs, then `helm uninstall`, which leaves the
-//! databases' snapshots.
-//!
-//! What this test does not do: run the chart's Deployment itself (its Pods, probes and
-//! two-replica election; the host runs out of cluster with the chart's token instead).
+//! The Helm chart installed for real, as a user installs it: the host's image (made as `cargo
+//! xtask image` makes it) pushed to a registry (the real `docker-registry`), and `helm install`
+//! with the SampleDB preset — all six plugins, the Python, JavaScript and Go ones from the same
+//! registry, signed, and the host verifying every OCI plugin with the release's trusted key
+//! (`verifyPlugins`) — into a real kube-apiserver (`windlass_kubeplane`: RBAC, Pod Security,
+//! OwnerReferencesPermissionEnforcement, the workload controllers). The chart's own Deployment
+//! runs: the real ReplicaSet controller makes its two Pods, and the workload simulator runs
+//! them as processes from the image's layer (`simulator::processes`): the Deployment's args
+//! and env, its ServiceAccount's token where the projected volume puts it, in-cluster
+//! configuration, its volumes, a read-only root, user 65532, a network namespace each (both
+//! listen on the same admin port), the probes setting Ready. The two elect a leader. A
+//! SampleDB in a namespace that enforces the `restricted` Pod Security level gets its children,
+//! the real StatefulSet controller gets its Pods past admission, the database becomes Ready,
+//! chaos kills its primary's Pod (the chaos Pod's kubectl runs as the database's own
+//! ServiceAccount, through the Role the plugin made) and all replicas are ready again; the
+//! leader's Pod is deleted and the standby takes the Lease; under the new leader the database
+//! is upgraded (backup and upgrade Jobs, a rolling StatefulSet), `helm upgrade` to a new build
+//! of a plugin swaps it, and it is deleted (a snapshot of each volume before the volumes go);
+//! the hosts' logs hold no `forbidden`. Then `kubectl auth can-i --as` the ServiceAccount: what
+//! the host can and cannot do (the table in docs/INSTALL.md). Last, the uninstall
+//! docs/INSTALL.md describes: the WasmPlugins while the host runs, then `helm uninstall
+//! --wait`, which stops the chart's Pods and leaves the databases' snapshots.
 
 use std::{
+    os::unix::fs::PermissionsExt as _,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::Command,
     time::Duration,
 };
 
 use k8s_openapi::api::{
-    apps::v1::StatefulSet,
-    authentication::v1::TokenRequest,
+    apps::v1::{Deployment, StatefulSet},
     batch::v1::{CronJob, Job},
-    core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service, ServiceAccount},
+    coordination::v1::Lease,
+    core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service},
 };
 use kube::{
     Api, ResourceExt,
@@ -125,9 +127,16 @@ fn plugin_cache() -> PathBuf {
     root().join("target").join("e2e-plugin-cache")
 }
 
-/// The preset's values with its OCI plugins' references pointing at `published`, and every OCI
-/// plugin verified with `public_key`.
-fn preset_with(dir: &Path, published: &[(String, String)], public_key: &str) -> PathBuf {
+/// The preset's values with its OCI plugins' references pointing at `published`, every OCI
+/// plugin verified with `public_key`, the host's image `image` and its registry `registry`
+/// (plain HTTP).
+fn preset_with(
+    dir: &Path,
+    published: &[(String, String)],
+    public_key: &str,
+    image: &(String, String),
+    registry: &str,
+) -> PathBuf {
     let preset = root().join("deploy/helm/windlass/values-sampledb.yaml");
     let mut values: serde_yaml::Value =
         serde_yaml::from_str(&std::fs::read_to_string(preset).unwrap()).unwrap();
@@ -143,6 +152,13 @@ fn preset_with(dir: &Path, published: &[(String, String)], public_key: &str) -> 
         "keys": [{"name": "release", "publicKey": public_key}]
     }))
     .unwrap();
+    values["image"] = serde_yaml::to_value(json!({"repository": image.0, "tag": image.1})).unwrap();
+    values["host"]["extraArgs"] = serde_yaml::to_value(json!([
+        format!("--insecure-registry={registry}"),
+        "--oci-poll-seconds=2"
+    ]))
+    .unwrap();
+    values["host"]["logLevel"] = "info,windlass=debug".into();
     let path = dir.join("values.yaml");
     std::fs::write(&path, serde_yaml::to_string(&values).unwrap()).unwrap();
     path
@@ -173,14 +189,112 @@ fn rebuilt(bytes: &[u8], note: &str) -> Vec<u8> {
     out
 }
 
-/// `windlass run`, killed when dropped.
-struct Host(Child);
+/// How long the chart's Pods may take to start, or the standby to take over: each host
+/// compiles its plugins into its own `emptyDir` cache, the Python one for seconds.
+const START: Duration = Duration::from_secs(240);
 
-impl Drop for Host {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+/// Polls `check` until it returns Some; after `limit`, fails naming `what`, with the last
+/// warnings and errors of the chart's Pods (their logs are in `logs`).
+async fn within<T, F: Future<Output = Option<T>>>(
+    what: &str,
+    limit: Duration,
+    logs: &Path,
+    mut check: impl FnMut() -> F,
+) -> T {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        if std::time::Instant::now() > deadline {
+            let log = host_logs(logs);
+            let tail: Vec<&str> = log
+                .lines()
+                .filter(|l| l.contains("WARN") || l.contains("ERROR") || l.starts_with("==>"))
+                .rev()
+                .take(60)
+                .collect();
+            panic!(
+                "timed out after {limit:?} waiting for {what}; the chart's Pods' warnings:\n{}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// Everything the chart's Pods wrote (the simulator's `<namespace>_<pod>.log` files).
+fn host_logs(dir: &Path) -> String {
+    let mut out = String::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "log") {
+            out += &format!("==> {} <==\n", path.display());
+            out += &std::fs::read_to_string(&path).unwrap_or_default();
+        }
+    }
+    out
+}
+
+/// The processes running the chart's Pods (their binary is under `dir`, from the image), each
+/// as (pid, its /proc/PID/status, its /proc/PID/mountinfo).
+fn host_processes(dir: &Path) -> Vec<(u32, String, String)> {
+    let images = dir.join("images");
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let program = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+        if !Path::new(std::str::from_utf8(program).unwrap_or_default()).starts_with(&images) {
+            continue;
+        }
+        let read =
+            |file: &str| std::fs::read_to_string(entry.path().join(file)).unwrap_or_default();
+        found.push((pid, read("status"), read("mountinfo")));
+    }
+    found
+}
+
+/// The host's image as `cargo xtask image` makes it — from the static binary CI builds
+/// (`WINDLASS_IMAGE_BINARY`), else from this build's `windlass` — pushed to `registry` with
+/// the project's client: the reference.
+async fn push_host_image(registry: &crate::oci::Registry) -> (String, String) {
+    let binary = std::env::var_os("WINDLASS_IMAGE_BINARY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_windlass")));
+    let bytes = std::fs::read(&binary).unwrap_or_else(|e| panic!("{}: {e}", binary.display()));
+    let spec = windlass_image::Spec {
+        version: env!("CARGO_PKG_VERSION").into(),
+        revision: "install-test".into(),
+        source: "https://example.com/windlass".into(),
+        created: 1_796_256_000,
+    };
+    let image = tokio::task::spawn_blocking(move || windlass_image::build(&bytes, &spec))
+        .await
+        .unwrap()
+        .expect("the image");
+    let (repository, tag) = (registry.reference("windlass"), "install-test".to_string());
+    let blobs = image
+        .blobs()
+        .into_iter()
+        .map(|(b, d)| (bytes::Bytes::copy_from_slice(b), d))
+        .collect();
+    windlass::source::oci::Client::new(registry.options())
+        .push_blobs_and_manifest(
+            &format!("{repository}:{tag}"),
+            blobs,
+            image.manifest.clone(),
+            windlass_image::MANIFEST_MEDIA_TYPE,
+        )
+        .await
+        .expect("the image pushed");
+    (repository, tag)
 }
 
 fn sampledbs(client: kube::Client) -> Api<DynamicObject> {
@@ -337,8 +451,37 @@ async fn the_chart_installed_on_a_real_api_server_runs_the_sampledb_operator_on_
     let registry_host = windlass::source::oci::registry_of(&published[0].1).unwrap();
     let public_key = key.public_key("release").to_pem();
 
+    // The host's image, in the same registry.
+    let image = push_host_image(&registry).await;
+    let registry_port: u16 = registry_host
+        .rsplit_once(':')
+        .and_then(|(_, port)| port.parse().ok())
+        .expect("the registry's port");
+
+    // No kubelet here: the devcluster's workload simulator plays it over the API, and runs the
+    // chart's own Pods as processes from the image (each in network and mount namespaces of
+    // its own, with its ServiceAccount's token where the projected volume puts it).
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let pods_dir = dir.path().join("pods");
+    let simulator = tokio::spawn(windlass_devcluster::simulator::remote::run_with_pods(
+        plane.config().await.expect("the admin's configuration"),
+        windlass_devcluster::simulator::Config::from(&windlass_devcluster::Options::default()),
+        Some(windlass_devcluster::simulator::processes::RunPods {
+            selector: [
+                ("app.kubernetes.io/name", "windlass"),
+                ("app.kubernetes.io/instance", RELEASE),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+            dir: pods_dir.clone(),
+            forward_ports: vec![registry_port],
+            plain_http: true,
+        }),
+    ));
+
     // helm install, for real (its CRDs too).
-    let values = preset_with(dir.path(), &published, &public_key);
+    let values = preset_with(dir.path(), &published, &public_key, &image, &registry_host);
     let mut install = Command::new(helm());
     install
         .arg("install")
@@ -366,79 +509,79 @@ async fn the_chart_installed_on_a_real_api_server_runs_the_sampledb_operator_on_
         );
     }
 
-    // No kubelet here: the devcluster's workload simulator plays it over the API.
-    let simulator = tokio::spawn(windlass_devcluster::simulator::remote::run(
-        plane.config().await.expect("the admin's configuration"),
-        windlass_devcluster::simulator::Config::from(&windlass_devcluster::Options::default()),
-    ));
-
-    // A token of the chart's ServiceAccount, and `windlass run` with it.
-    let token = Api::<ServiceAccount>::namespaced(admin.clone(), NAMESPACE)
-        .create_token_request(ACCOUNT, &PostParams::default(), &TokenRequest::default())
-        .await
-        .expect("a token for the chart's ServiceAccount")
-        .status
-        .expect("a token")
-        .token;
-    let sa_kubeconfig = dir.path().join("sa.kubeconfig");
     let user = format!("system:serviceaccount:{NAMESPACE}:{ACCOUNT}");
-    plane
-        .write_kubeconfig(&sa_kubeconfig, &user, &token)
-        .unwrap();
-    // The chart's trust policy, as its Deployment would get it: the ConfigMap's keys where the
-    // volume would put them, and the Deployment's own `--trusted-key` flags pointing there.
-    let keys_dir = dir.path().join("trusted-keys");
-    std::fs::create_dir_all(&keys_dir).unwrap();
-    let trusted = Api::<ConfigMap>::namespaced(admin.clone(), NAMESPACE)
-        .get("wl-windlass-trusted-keys")
-        .await
-        .expect("the chart's trusted keys ConfigMap");
-    for (file, pem) in trusted.data.unwrap_or_default() {
-        std::fs::write(keys_dir.join(file), pem).unwrap();
+    // The chart's Deployment, running: two replicas, one the leader.
+    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), NAMESPACE);
+    within(
+        "the chart's Deployment 2/2 ready",
+        START,
+        &pods_dir,
+        || async {
+            let d = deployments.get("wl-windlass").await.ok()?;
+            let status = d.status?;
+            (status.ready_replicas == Some(2) && status.updated_replicas == Some(2)).then_some(())
+        },
+    )
+    .await;
+    // Each runs as the chart says: user and group 65532, a read-only root, the cache (an
+    // emptyDir) writable, the ServiceAccount token where the projected volume puts it.
+    let processes = host_processes(&pods_dir);
+    assert_eq!(processes.len(), 2, "two host processes: {processes:?}");
+    for (pid, status, mountinfo) in &processes {
+        let ids = |field: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(field))
+                .map(|v| v.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+                .unwrap_or_default()
+        };
+        assert_eq!(ids("Uid:"), vec!["65532"; 4], "process {pid}: {status}");
+        assert_eq!(ids("Gid:"), vec!["65532"; 4], "process {pid}: {status}");
+        // mountinfo: id parent major:minor root mountpoint options ...
+        let options = |mountpoint: &str| {
+            mountinfo
+                .lines()
+                .filter(|l| l.split(' ').nth(4) == Some(mountpoint))
+                .last()
+                .and_then(|l| l.split(' ').nth(5))
+                .unwrap_or_default()
+                .to_string()
+        };
+        assert!(
+            options("/").starts_with("ro"),
+            "process {pid}: / is {}",
+            options("/")
+        );
+        assert!(
+            options("/var/cache/windlass").starts_with("rw"),
+            "process {pid}: the cache is {}",
+            options("/var/cache/windlass")
+        );
+        // (/var/run is a link to /run here: the mount point is the resolved path.)
+        let token_dir = std::fs::canonicalize("/var/run/secrets/kubernetes.io/serviceaccount")
+            .expect("the token's mount point");
+        assert!(
+            options(&token_dir.display().to_string()).starts_with("ro"),
+            "process {pid}: no ServiceAccount volume:\n{mountinfo}"
+        );
     }
-    let deployment =
-        Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(admin.clone(), NAMESPACE)
-            .get("wl-windlass")
-            .await
-            .expect("the chart's Deployment");
-    let trust_flags: Vec<String> = deployment
-        .spec
-        .and_then(|s| s.template.spec)
-        .map(|p| p.containers[0].args.clone().unwrap_or_default())
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|a| {
-            a.strip_prefix("--trusted-key=/etc/windlass/trusted-keys/")
-                .map(|file| format!("--trusted-key={}", keys_dir.join(file).display()))
-        })
-        .collect();
-    assert_eq!(trust_flags.len(), 1, "one key, one flag");
-    let log_path = dir.path().join("windlass.log");
-    let log = std::fs::File::create(&log_path).unwrap();
-    let host = Host(
-        Command::new(env!("CARGO_BIN_EXE_windlass"))
-            .arg("--cache-dir")
-            .arg(plugin_cache())
-            .arg("run")
-            .args([
-                "--insecure-registry",
-                &registry_host,
-                "--oci-poll-seconds",
-                "2",
-            ])
-            .args(&trust_flags)
-            .arg("--kubeconfig")
-            .arg(&sa_kubeconfig)
-            .args(["--namespace", NAMESPACE, "--service-account", ACCOUNT])
-            .args(["--identity", "install-test", "--admin-addr", "127.0.0.1:0"])
-            .env("RUST_LOG", "info,windlass=debug")
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("windlass run starts"),
-    );
-
+    let host_pods: Api<Pod> = Api::namespaced(admin.clone(), NAMESPACE);
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), NAMESPACE);
+    let leader = within(
+        "a leader among the chart's Pods",
+        START,
+        &pods_dir,
+        || async {
+            let holder = leases
+                .get("windlass-leader")
+                .await
+                .ok()?
+                .spec?
+                .holder_identity?;
+            host_pods.get_opt(&holder).await.ok()?.map(|_| holder)
+        },
+    )
+    .await;
     // Every WasmPlugin Ready.
     let gvk = GroupVersionKind::gvk("windlass.dev", "v1alpha1", "WasmPlugin");
     let plugins: Api<DynamicObject> = Api::all_with(
@@ -447,10 +590,15 @@ async fn the_chart_installed_on_a_real_api_server_runs_the_sampledb_operator_on_
     );
     for (name, _) in guests::SAMPLEDB {
         let name = format!("wl-{name}");
-        eventually(&format!("WasmPlugin {name} Ready"), || async {
-            let wp = serde_json::to_value(plugins.get(&name).await.ok()?).ok()?;
-            (condition(&wp, "Ready")?["status"] == "True").then_some(())
-        })
+        within(
+            &format!("WasmPlugin {name} Ready"),
+            START,
+            &pods_dir,
+            || async {
+                let wp = serde_json::to_value(plugins.get(&name).await.ok()?).ok()?;
+                (condition(&wp, "Ready")?["status"] == "True").then_some(())
+            },
+        )
         .await;
     }
 
@@ -565,7 +713,7 @@ async fn the_chart_installed_on_a_real_api_server_runs_the_sampledb_operator_on_
     .await;
     if chaos_on.is_err() {
         let sdb = serde_json::to_value(sdbs.get("example-database").await.ok()).unwrap_or_default();
-        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        let log = host_logs(&pods_dir);
         let tail: Vec<&str> = log
             .lines()
             .filter(|l| l.contains("WARN") || l.contains("ERROR"))
@@ -628,6 +776,88 @@ async fn the_chart_installed_on_a_real_api_server_runs_the_sampledb_operator_on_
     })
     .await;
 
+    // The leader's Pod deleted: its host frees the Lease on SIGTERM and another host takes it
+    // — the standby, or the ReplicaSet's replacement Pod when it asks first (both are live
+    // candidates; a standby polls every 250 ms) — well within the lease's 15 s. Everything
+    // below is the new leader's work.
+    let standby = within(
+        "the standby among the chart's Pods",
+        START,
+        &pods_dir,
+        || async {
+            let list = host_pods
+                .list(&ListParams::default().labels("app.kubernetes.io/name=windlass"))
+                .await
+                .ok()?;
+            list.items
+                .into_iter()
+                .map(|p| p.name_any())
+                .find(|name| *name != leader)
+        },
+    )
+    .await;
+    let deleted = std::time::Instant::now();
+    host_pods
+        .delete(&leader, &DeleteParams::default())
+        .await
+        .expect("the leader's Pod deleted");
+    let new_leader = within(
+        "another host holding the Lease",
+        START,
+        &pods_dir,
+        || async {
+            let holder = leases
+                .get("windlass-leader")
+                .await
+                .ok()?
+                .spec?
+                .holder_identity?;
+            if holder == leader {
+                return None;
+            }
+            let pod = host_pods.get_opt(&holder).await.ok()??;
+            pod.metadata.deletion_timestamp.is_none().then_some(holder)
+        },
+    )
+    .await;
+    let took = deleted.elapsed();
+    println!(
+        "the Lease moved from {leader} to {new_leader} ({}) in {took:?}",
+        if new_leader == standby {
+            "the standby"
+        } else {
+            "the replacement Pod"
+        }
+    );
+    assert!(
+        took < Duration::from_secs(15),
+        "the Lease took {took:?} to move: the deleted leader did not free it"
+    );
+    within(
+        "the leader's Pod gone, its process stopped",
+        START,
+        &pods_dir,
+        || async {
+            host_pods
+                .get_opt(&leader)
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+    within(
+        "the chart's Deployment 2/2 ready again",
+        START,
+        &pods_dir,
+        || async {
+            let status = deployments.get("wl-windlass").await.ok()?.status?;
+            (status.ready_replicas == Some(2)).then_some(())
+        },
+    )
+    .await;
+
     // An upgrade: the pre-upgrade backup and the upgrade Job, then the StatefulSet rolls.
     sdbs.patch(
         "example-database",
@@ -670,7 +900,7 @@ async fn the_chart_installed_on_a_real_api_server_runs_the_sampledb_operator_on_
             }
         })
         .collect();
-    let values = preset_with(dir.path(), &upgraded, &public_key);
+    let values = preset_with(dir.path(), &upgraded, &public_key, &image, &registry_host);
     let mut upgrade = Command::new(helm());
     upgrade
         .arg("upgrade")
@@ -735,7 +965,7 @@ async fn the_chart_installed_on_a_real_api_server_runs_the_sampledb_operator_on_
     // Nothing the host asked for was forbidden (it keeps running: `helm uninstall` below needs
     // it to release the WasmPlugins' finalizers).
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let log = std::fs::read_to_string(&log_path).unwrap();
+    let log = host_logs(&pods_dir);
     let forbidden: Vec<&str> = log
         .lines()
         .filter(|l| l.to_lowercase().contains("forbidden"))
@@ -816,6 +1046,14 @@ async fn the_chart_installed_on_a_real_api_server_runs_the_sampledb_operator_on_
             .unwrap_or_else(|e| panic!("snapshot {name} after helm uninstall: {e}"));
         assert_eq!(snapshot.data["status"]["readyToUse"], true, "{name}");
     }
+    // The chart's Pods went with the release: their processes stopped, the Pods removed.
+    within("the chart's Pods gone", START, &pods_dir, || async {
+        let left = host_pods
+            .list(&ListParams::default().labels("app.kubernetes.io/name=windlass"))
+            .await
+            .ok()?;
+        left.items.is_empty().then_some(())
+    })
+    .await;
     simulator.abort();
-    drop(host);
 }
