@@ -291,7 +291,7 @@ const REAL_CLUSTER_DEVCLUSTER_TESTS: &[&str] = &["kube_rs", "kubectl"];
 /// would be left out of the real pass too, so keep them whole names.
 const DEVCLUSTER_ONLY_TESTS: &[&str] = &[
     "operator::a_leader_whose_renewals_hang_stops_leading_on_time",
-    "operator::a_load_that_failed_on_the_api_is_tried_again",
+    "operator::a_host_started_during_an_api_outage_loads_its_plugins_once_the_api_is_back",
     "operator::every_parent_converges_through_api_faults",
     "logs_say_the_devcluster_runs_no_containers",
     "a_reflector_relists_after_410_gone",

@@ -80,8 +80,8 @@ pub struct PluginLabel {
 pub struct TrackedLabel {
     /// Parent kind (`group/version/Kind`), or `WasmPlugin` for the plugin loader's state.
     pub kind: String,
-    /// `parents` (uid → reference), `backoffs` (failure counts), `config_map_watches` or
-    /// `oci_manifests`.
+    /// `parents` (uid → reference), `backoffs` (failure counts), `config_map_watches`,
+    /// `oci_manifests` or `load_retries`.
     pub what: String,
 }
 

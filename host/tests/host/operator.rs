@@ -636,10 +636,11 @@ async fn a_leader_whose_renewals_hang_stops_leading_on_time() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_load_that_failed_on_the_api_is_tried_again() {
+async fn a_host_started_during_an_api_outage_loads_its_plugins_once_the_api_is_back() {
     // The ConfigMap cannot be read while the API fails every get: the load fails as a source
-    // that is unavailable for now, and is tried again on the poll interval once the API is back,
-    // without any change to the WasmPlugin or the ConfigMap.
+    // that is unavailable for now, and is tried again on its own backoff (1 s, 2 s, 4 s, … up
+    // to 30 s), without any change to the WasmPlugin or the ConfigMap, and long before the OCI
+    // poll (an hour here) would look again.
     let mut env = Env::start().await;
     env.dev_only("injected API faults");
     env.put_plugin_bytes("children", guests::bytes(guests::CHILDREN))
@@ -648,7 +649,7 @@ async fn a_load_that_failed_on_the_api_is_tried_again() {
         .faults()
         .set_error_rate("get", 500, 1.0);
     let mut config = operator_config("test", None);
-    config.settings.oci_poll = Duration::from_secs(1);
+    config.settings.oci_poll = Duration::from_secs(3600);
     env.run_operator_with(config).await;
     env.put_wasm_plugin(
         "children",
@@ -668,7 +669,22 @@ async fn a_load_that_failed_on_the_api_is_tried_again() {
         failed.contains("configMap windlass-system/children"),
         "{failed}"
     );
+    // Tried again while the API still fails: at 1 s and 3 s after the first failure.
+    let unavailable = r#"hot_swaps_total{plugin="children",outcome="SourceUnavailable"}"#;
+    let tries = eventually("three failed loads", || async {
+        let metrics = env.metrics().await;
+        let line = metrics.lines().find(|l| l.contains(unavailable))?;
+        let n: f64 = line.rsplit(' ').next()?.parse().ok()?;
+        (n >= 3.0).then_some(n)
+    })
+    .await;
+    let retrying = r#"tracked{kind="WasmPlugin",what="load_retries"} 1"#;
+    assert!(
+        env.metrics().await.contains(retrying),
+        "{tries} tries, no retry held"
+    );
     env.dev_only("injected API faults").faults().clear();
+    let back = std::time::Instant::now();
     let good = windlass::runtime::digest(&guests::bytes(guests::CHILDREN));
     eventually("the plugin loaded once the API is back", || async {
         let status = env.wasm_plugin("children").await.status?;
@@ -676,6 +692,19 @@ async fn a_load_that_failed_on_the_api_is_tried_again() {
             .then_some(())
     })
     .await;
+    // After n failures the next try waits 2^(n-1) s (one more failure may have come between
+    // the count and the API's return): far from the hour of the OCI poll.
+    let bound = Duration::from_secs(2u64.pow(tries as u32).min(30) + 2);
+    assert!(
+        back.elapsed() < bound,
+        "loaded {:?} after the API came back, {tries} failures before",
+        back.elapsed()
+    );
+    let retired = r#"tracked{kind="WasmPlugin",what="load_retries"} 0"#;
+    assert!(
+        env.metrics().await.contains(retired),
+        "a retry is still held after the load"
+    );
 }
 
 /// An upgrade from a host that wrote WasmPlugin status with merge patches: every field it wrote

@@ -37,6 +37,20 @@ use crate::crd::{self, WasmPlugin, WasmPluginSpec};
 /// The `kind` label of the loader's state in the `tracked` metric.
 const LOADER: &str = "WasmPlugin";
 
+/// A load to try again: how many times in a row it failed, and the timer that sends it back to
+/// the worker (dropped, it stops).
+struct Retry {
+    failures: u32,
+    _timer: AbortOnDropHandle<()>,
+}
+
+/// The wait before the next try after `failures` transient failures in a row: `base`, doubling,
+/// at most `max`.
+fn retry_delay(failures: u32, base: Duration, max: Duration) -> Duration {
+    base.saturating_mul(2u32.saturating_pow(failures.saturating_sub(1)))
+        .min(max)
+}
+
 /// The state of the loader.
 struct Loader {
     shared: Arc<Shared>,
@@ -44,9 +58,9 @@ struct Loader {
     config_maps: Mutex<HashMap<(String, String), AbortOnDropHandle<()>>>,
     /// The manifest digest each OCI-sourced WasmPlugin was last loaded from.
     manifests: Mutex<HashMap<String, String>>,
-    /// WasmPlugins whose last load failed for a reason that may pass ([`LoadError::is_transient`]):
-    /// tried again on the poll interval.
-    retry: Mutex<BTreeSet<String>>,
+    /// WasmPlugins whose last load failed for a reason that may pass ([`LoadError::is_transient`]),
+    /// each tried again on its own backoff ([`Loader::retry_later`]).
+    retry: Mutex<HashMap<String, Retry>>,
     reload: mpsc::UnboundedSender<String>,
     /// Deleting WasmPlugins, each watched until no parent's finalize phase needs it
     /// (`retire.rs`).
@@ -61,7 +75,7 @@ pub async fn run(shared: Arc<Shared>) {
         specs: Mutex::new(HashMap::new()),
         config_maps: Mutex::new(HashMap::new()),
         manifests: Mutex::new(HashMap::new()),
-        retry: Mutex::new(BTreeSet::new()),
+        retry: Mutex::new(HashMap::new()),
         reload: tx,
         retiring: Mutex::new(HashMap::new()),
     });
@@ -77,13 +91,12 @@ pub async fn run(shared: Arc<Shared>) {
             tick.tick().await;
             loop {
                 tick.tick().await;
-                let mut names: BTreeSet<String> = loader
+                let names: Vec<String> = loader
                     .lock_specs()
                     .iter()
                     .filter(|(_, wp)| wp.spec.source.parse().map(|s| s.watch()) == Ok(Watch::Poll))
                     .map(|(n, _)| n.clone())
                     .collect();
-                names.extend(loader.lock_retry().iter().cloned());
                 for name in names {
                     let _ = loader.reload.send(name);
                 }
@@ -171,8 +184,40 @@ impl Loader {
         self.specs.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn lock_retry(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
+    fn lock_retry(&self) -> std::sync::MutexGuard<'_, HashMap<String, Retry>> {
         self.retry.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sends `name` back to the worker after its backoff: the API or its source may be back
+    /// by then (a host started during an API outage loads its plugins seconds after the API
+    /// returns, not on the next OCI poll). Replaces any timer it had.
+    fn retry_later(&self, name: &str) {
+        let mut retry = self.lock_retry();
+        let failures = retry.get(name).map_or(0, |r| r.failures) + 1;
+        let settings = &self.shared.settings;
+        let delay = retry_delay(failures, settings.load_retry_base, settings.load_retry_max);
+        let reload = self.reload.clone();
+        let name_owned = name.to_string();
+        let timer = AbortOnDropHandle::new(tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let _ = reload.send(name_owned);
+        }));
+        tracing::info!(wasm_plugin = name, failures, retry_in = ?delay, "load to be tried again");
+        retry.insert(
+            name.to_string(),
+            Retry {
+                failures,
+                _timer: timer,
+            },
+        );
+        self.show("load_retries", retry.len());
+    }
+
+    /// Stops trying `name` again (loaded, refused for good, or forgotten).
+    fn retry_done(&self, name: &str) {
+        let mut retry = self.lock_retry();
+        retry.remove(name);
+        self.show("load_retries", retry.len());
     }
 
     /// Watches a deleting WasmPlugin until its finalizer can go ([`retire::step`]), every 2 s
@@ -214,7 +259,7 @@ impl Loader {
             .remove(name);
         self.shared.registry.unexpect(name);
         self.lock_specs().remove(name);
-        self.lock_retry().remove(name);
+        self.retry_done(name);
         self.forget_manifest(name);
         self.stop_unused_watches();
         if let Some((digest, _)) = self.shared.registry.serving(name) {
@@ -285,12 +330,8 @@ impl Loader {
             })
             .inc();
         match &outcome {
-            Err(e) if e.is_transient() => {
-                self.lock_retry().insert(name.clone());
-            }
-            _ => {
-                self.lock_retry().remove(&name);
-            }
+            Err(e) if e.is_transient() => self.retry_later(&name),
+            _ => self.retry_done(&name),
         }
         if let Err(e) = &outcome {
             tracing::warn!(wasm_plugin = %name, error = %e, "new plugin version refused");
@@ -493,5 +534,20 @@ fn load_options(spec: &WasmPluginSpec) -> LoadOptions {
             crd::InstanceMode::Fresh => InstanceMode::Fresh,
             crd::InstanceMode::Reuse => InstanceMode::Reuse,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_load_waits_one_second_then_doubles_up_to_thirty() {
+        let (base, max) = (Duration::from_secs(1), Duration::from_secs(30));
+        let waits: Vec<u64> = (1..=8)
+            .map(|n| retry_delay(n, base, max).as_secs())
+            .collect();
+        assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30, 30]);
+        assert_eq!(retry_delay(u32::MAX, base, max), max);
     }
 }

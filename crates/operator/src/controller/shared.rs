@@ -24,6 +24,11 @@ pub struct Settings {
     pub oci: source::OciSettings,
     /// How often OCI tags are re-resolved; a moved tag triggers the normal verified swap.
     pub oci_poll: Duration,
+    /// First wait before a plugin load that failed for a reason that may pass (the API or the
+    /// source unavailable, a kind not served yet) is tried again; doubles per failure. Default 1 s.
+    pub load_retry_base: Duration,
+    /// Longest such wait. Default 30 s.
+    pub load_retry_max: Duration,
     /// The earliest a plugin may ask to be run again (`requeue-after`). Default 1 s.
     pub min_requeue: Duration,
     /// Reconciles of one parent in a burst, then one per `reconcile_every`. Default 10.
@@ -52,6 +57,8 @@ impl Default for Settings {
             backoff_max: Duration::from_secs(300),
             oci: source::OciSettings::default(),
             oci_poll: Duration::from_secs(300),
+            load_retry_base: Duration::from_secs(1),
+            load_retry_max: Duration::from_secs(30),
             min_requeue: Duration::from_secs(1),
             reconcile_burst: 10,
             finalize_stuck_after: Duration::from_secs(600),
