@@ -5,9 +5,12 @@
 //!   real control plane (`kube`), runs every test (which builds the misbehaving test guests to
 //!   wasm32-wasip2) on the devcluster, then the end-to-end tests again on real control planes,
 //!   then builds the production binary as the image has it (`image`) and tests the image.
-//! - `image [--push REF]`: the host's container image: a static (musl) release `windlass`
-//!   without the `dev` feature, made into a one-layer OCI image by tools/image, written to
-//!   `target/windlass-image/layout` and pushed to REF with the project's registry client.
+//! - `image [--push REF | --reproducible]`: the host's container image: a static (musl) release
+//!   `windlass` without the `dev` feature (built in a target directory outside the checkout),
+//!   made into a one-layer OCI image by tools/image, written to `target/windlass-image/layout`
+//!   and pushed to REF with the project's registry client; `--reproducible` then builds the
+//!   commit again in a second checkout and fails unless binary and image are the same bytes
+//!   (`ci` does too).
 //! - `layers`: checks with `cargo tree` that each layer crate links only what its layer may
 //!   (the runtime no Kubernetes client, the operator no wasmtime, the production binary no
 //!   devcluster), and that no crate's modules import each other in a circle (`circles.rs`);
@@ -55,6 +58,7 @@ fn main() -> Result<()> {
         ["dev", rest @ ..] => dev(rest),
         ["bench", "runtime"] => cargo(&["bench", "-p", "windlass", "--bench", "runtime"]),
         ["chaos"] => chaos(),
+        ["image", "--reproducible"] => image(&[]).and_then(|binary| image_reproducible(&binary)),
         ["image", rest @ ..] => image(rest).map(|_| ()),
         ["bench", "languages"] => {
             run(Command::new("bash").arg(root().join(".ci").join("tools-plugins")))?;
@@ -64,7 +68,7 @@ fn main() -> Result<()> {
         _ => {
             eprintln!(
                 "usage: cargo xtask <ci | layers | plugins | kube | dev [ARGS…] | render [ARGS…] | chaos | \
-                 image [--push REF [--insecure-registry HOST]] | \
+                 image [--push REF [--insecure-registry HOST] | --reproducible] | \
                  bench runtime | bench languages | bench host [--parents N] [--callgrind [--window SECS]] [--real]>"
             );
             bail!("unknown task {args:?}")
@@ -353,6 +357,11 @@ fn ci() -> Result<()> {
     // layers check shows it links no devcluster; this shows it builds without it). The install
     // test (host/tests/host/install.rs) runs the chart's Pods from an image of it.
     let image_binary = image(&[]);
+    // Two builds, one digest: the commit built again in a second checkout.
+    let reproducible = match &image_binary {
+        Ok(binary) => image_reproducible(binary),
+        Err(e) => Err(anyhow::anyhow!("no image to build twice: {e}")),
+    };
     // Both passes run even when the first fails, so one failure does not hide the other's.
     let test = |extra: &[&str], real: bool| {
         let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
@@ -415,7 +424,7 @@ fn ci() -> Result<()> {
         run(&mut cmd)
     });
     disk_report();
-    on_dev.and(on_real).and(image).and(cosign)
+    on_dev.and(on_real).and(image).and(reproducible).and(cosign)
 }
 
 /// The interoperability test with the real cosign (host/tests/host/signature.rs).
@@ -430,51 +439,33 @@ const IMAGE_TEST: &str =
 /// its NSS libraries at run time to look up a registry's name.
 const IMAGE_TARGET: &str = "x86_64-unknown-linux-musl";
 
-/// `image`: the static `windlass` (the `image` profile, no `dev` feature) and the image made of
-/// it (tools/image), written as an OCI layout to target/windlass-image/layout (its layer alone, for
-/// deploy/Dockerfile, to target/windlass-image/rootfs.tar.gz) and, with `--push REF`, pushed. The time
-/// of every file is the commit's (or `SOURCE_DATE_EPOCH`), and the paths of this checkout and
-/// of the cargo home are left out of the binary, so two builds of one commit give one digest.
-/// Returns the binary's path.
+/// `image`: the static `windlass` (the `image` profile, no `dev` feature, built by
+/// [`static_binary`]) and the image made of it (tools/image), written as an OCI layout to
+/// target/windlass-image/layout (its layer alone, for deploy/Dockerfile, to
+/// target/windlass-image/rootfs.tar.gz) and, with `--push REF`, pushed. The time of every file is
+/// the commit's (or `SOURCE_DATE_EPOCH`), so two builds of one commit give one digest
+/// ([`image_reproducible`] checks it). Returns the binary's path.
 fn image(args: &[&str]) -> Result<PathBuf> {
-    run(Command::new("rustup").args(["target", "add", IMAGE_TARGET]))?;
     let root = root();
-    let cargo_home = match std::env::var_os("CARGO_HOME") {
-        Some(home) => PathBuf::from(home),
-        None => PathBuf::from(std::env::var_os("HOME").context("neither CARGO_HOME nor HOME")?)
-            .join(".cargo"),
-    };
-    let remap = format!(
-        "--remap-path-prefix={}=/windlass --remap-path-prefix={}=/cargo",
-        root.display(),
-        cargo_home.display()
-    );
-    let mut build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    build
-        .args([
-            "build",
-            "--locked",
-            "--profile",
-            "image",
-            "--target",
-            IMAGE_TARGET,
-        ])
-        .args([
-            "-p",
-            "windlass",
-            "--no-default-features",
-            "--bin",
-            "windlass",
-        ])
-        .env("CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_RUSTFLAGS", remap);
-    run(&mut build)?;
-    let binary = root
-        .join("target")
-        .join(IMAGE_TARGET)
-        .join("image")
-        .join("windlass");
+    let binary = static_binary(&root)?;
+    assemble(
+        &root,
+        &binary,
+        &root.join("target").join("windlass-image"),
+        args,
+    )?;
+    Ok(binary)
+}
+
+/// The image of `binary` (tools/image, run from this checkout), labelled with the commit of
+/// `checkout`, written under `out` as `layout` and `rootfs.tar.gz`; `args` go to the tool
+/// (`--push REF`).
+fn assemble(checkout: &Path, binary: &Path, out: &Path, args: &[&str]) -> Result<()> {
     let git = |args: &[&str]| -> Result<String> {
-        let out = Command::new("git").args(args).current_dir(&root).output()?;
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(checkout)
+            .output()?;
         if !out.status.success() {
             bail!("git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
         }
@@ -485,15 +476,9 @@ fn image(args: &[&str]) -> Result<PathBuf> {
         Ok(epoch) => epoch,
         Err(_) => git(&["log", "-1", "--format=%ct"])?,
     };
-    let out = root.join("target").join("windlass-image");
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let (layout, rootfs) = (out.join("layout"), out.join("rootfs.tar.gz"));
-    let utf8 = |p: &Path| {
-        p.to_str()
-            .context("a path that is not UTF-8")
-            .map(str::to_string)
-    };
-    let (binary_arg, layout_arg, rootfs_arg) = (utf8(&binary)?, utf8(&layout)?, utf8(&rootfs)?);
+    let (binary_arg, layout_arg, rootfs_arg) = (utf8(binary)?, utf8(&layout)?, utf8(&rootfs)?);
     let mut tool = vec!["run", "--quiet", "-p", "windlass-image", "--"];
     tool.extend([
         "--binary",
@@ -516,8 +501,146 @@ fn image(args: &[&str]) -> Result<PathBuf> {
         &created,
     ]);
     tool.extend(args);
-    cargo(&tool)?;
+    cargo(&tool)
+}
+
+fn utf8(path: &Path) -> Result<String> {
+    path.to_str()
+        .with_context(|| format!("{} is not UTF-8", path.display()))
+        .map(str::to_string)
+}
+
+/// Where the image's binary is built: one directory per machine, outside every checkout
+/// (`WINDLASS_IMAGE_TARGET_DIR`, else the user's cache). Its path and the cargo home's are
+/// mapped to fixed names in the binary, so the compiler's flags name no checkout: a second
+/// checkout of the commit reuses the dependencies and compiles only the workspace's crates.
+fn image_target_dir() -> Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("WINDLASS_IMAGE_TARGET_DIR") {
+        return Ok(PathBuf::from(dir));
+    }
+    let cache = match std::env::var_os("XDG_CACHE_HOME") {
+        Some(cache) => PathBuf::from(cache),
+        None => PathBuf::from(std::env::var_os("HOME").context("neither XDG_CACHE_HOME nor HOME")?)
+            .join(".cache"),
+    };
+    Ok(cache.join("windlass").join("image-target"))
+}
+
+/// The static `windlass` of the image, built from `checkout` (the `image` profile: one codegen
+/// unit per crate, so no ThinLTO pass gives local symbols names hashed from the build), copied
+/// to `<checkout>/target/windlass-image/windlass`. Fails when the binary holds the path of the
+/// checkout, of the target directory or of the cargo home.
+fn static_binary(checkout: &Path) -> Result<PathBuf> {
+    run(Command::new("rustup").args(["target", "add", IMAGE_TARGET]))?;
+    let cargo_home = match std::env::var_os("CARGO_HOME") {
+        Some(home) => PathBuf::from(home),
+        None => PathBuf::from(std::env::var_os("HOME").context("neither CARGO_HOME nor HOME")?)
+            .join(".cargo"),
+    };
+    let target_dir = image_target_dir()?;
+    let remap = format!(
+        "--remap-path-prefix={}=/target --remap-path-prefix={}=/cargo",
+        target_dir.display(),
+        cargo_home.display()
+    );
+    let mut build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    build
+        .args([
+            "build",
+            "--locked",
+            "--profile",
+            "image",
+            "--target",
+            IMAGE_TARGET,
+        ])
+        .arg("--manifest-path")
+        .arg(checkout.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .args([
+            "-p",
+            "windlass",
+            "--no-default-features",
+            "--bin",
+            "windlass",
+        ])
+        .env("CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_RUSTFLAGS", remap);
+    eprintln!("+ (in {}) {build:?}", checkout.display());
+    let status = build.current_dir(checkout).status()?;
+    if !status.success() {
+        bail!("{build:?} failed: {status}");
+    }
+    let built = target_dir.join(IMAGE_TARGET).join("image").join("windlass");
+    let bytes = std::fs::read(&built).with_context(|| format!("reading {}", built.display()))?;
+    for path in [checkout, &target_dir, &cargo_home] {
+        let path = utf8(path)?;
+        if bytes.windows(path.len()).any(|w| w == path.as_bytes()) {
+            bail!(
+                "{} holds the path {path}: it would differ in another checkout",
+                built.display()
+            );
+        }
+    }
+    let out = checkout.join("target").join("windlass-image");
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let binary = out.join("windlass");
+    std::fs::write(&binary, &bytes).with_context(|| format!("writing {}", binary.display()))?;
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755))?;
     Ok(binary)
+}
+
+/// Two builds, one digest: the commit cloned to a second directory, its binary built there (the
+/// dependencies reused from the shared target directory, the workspace's crates compiled again
+/// at the other path) and made into an image beside this checkout's; the two binaries and the
+/// two image manifests must be the same bytes. `first` is this checkout's binary.
+fn image_reproducible(first: &Path) -> Result<()> {
+    let root = root();
+    let dirty = Command::new("git")
+        .args(["status", "--porcelain", "--untracked-files=no"])
+        .current_dir(&root)
+        .output()?;
+    if !dirty.stdout.is_empty() {
+        bail!(
+            "the checkout has uncommitted changes; the second build is of the commit, so commit first"
+        );
+    }
+    let second = std::env::temp_dir().join(format!("windlass-image-second-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&second);
+    run(Command::new("git")
+        .args(["clone", "--quiet", "--no-hardlinks"])
+        .arg(&root)
+        .arg(&second))?;
+    let result = (|| {
+        let binary = static_binary(&second)?;
+        let out = second.join("target").join("windlass-image");
+        assemble(&second, &binary, &out, &[])?;
+        let (a, b) = (std::fs::read(first)?, std::fs::read(&binary)?);
+        if a != b {
+            bail!(
+                "the binary differs between two checkouts of the commit: {} ({} bytes) and {} ({} bytes)",
+                first.display(),
+                a.len(),
+                binary.display(),
+                b.len()
+            );
+        }
+        let index = |dir: &Path| std::fs::read_to_string(dir.join("layout").join("index.json"));
+        let (ours, theirs) = (
+            index(&root.join("target").join("windlass-image"))?,
+            index(&out)?,
+        );
+        if ours != theirs {
+            bail!("the image differs between two checkouts of the commit:\n{ours}\n{theirs}");
+        }
+        eprintln!(
+            "image reproducible: two checkouts, one binary ({} bytes), one index:\n{ours}",
+            a.len()
+        );
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir_all(&second);
+    result
 }
 
 /// What each layer must not link, as (package and its `cargo tree` options, forbidden crates by
