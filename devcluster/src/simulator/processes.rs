@@ -521,9 +521,9 @@ impl Runner {
         if volume.get("emptyDir").is_some() {
             Ok(())
         } else if let Some(cm) = volume.get("configMap") {
-            self.config_map_files(ns, cm, &write).await
+            self.store_files(Store::ConfigMap, ns, cm, &write).await
         } else if let Some(secret) = volume.get("secret") {
-            self.secret_files(ns, secret, &write).await
+            self.store_files(Store::Secret, ns, secret, &write).await
         } else if let Some(projected) = volume.get("projected") {
             for source in projected["sources"].as_array().into_iter().flatten() {
                 if let Some(token) = source.get("serviceAccountToken") {
@@ -536,9 +536,9 @@ impl Runner {
                         token_value.as_bytes(),
                     )?;
                 } else if let Some(cm) = source.get("configMap") {
-                    self.config_map_files(ns, cm, &write).await?;
+                    self.store_files(Store::ConfigMap, ns, cm, &write).await?;
                 } else if let Some(secret) = source.get("secret") {
-                    self.secret_files(ns, secret, &write).await?;
+                    self.store_files(Store::Secret, ns, secret, &write).await?;
                 } else if let Some(downward) = source.get("downwardAPI") {
                     for item in downward["items"].as_array().into_iter().flatten() {
                         let field = item["fieldRef"]["fieldPath"].as_str().unwrap_or_default();
@@ -561,53 +561,54 @@ impl Runner {
         }
     }
 
-    async fn config_map_files(
+    /// The keys of ConfigMap or Secret `name` in `ns` and their bytes (a ConfigMap's `data`
+    /// and `binaryData` together).
+    async fn keys(
         &self,
+        store: Store,
         ns: &str,
-        source: &Value,
-        write: &impl Fn(&str, &[u8]) -> Result<(), String>,
-    ) -> Result<(), String> {
-        let name = source["name"].as_str().unwrap_or_default();
-        let cm = Api::<ConfigMap>::namespaced(self.client.clone(), ns)
-            .get(name)
-            .await
-            .map_err(|e| format!("ConfigMap {ns}/{name}: {e}"))?;
-        let mut files: BTreeMap<String, Vec<u8>> = cm
-            .data
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, v)| (k, v.into_bytes()))
-            .collect();
-        files.extend(
-            cm.binary_data
+        name: &str,
+    ) -> Result<BTreeMap<String, Vec<u8>>, String> {
+        let what = store.kind();
+        let failed = |e: kube::Error| format!("{what} {ns}/{name}: {e}");
+        Ok(match store {
+            Store::ConfigMap => {
+                let cm = Api::<ConfigMap>::namespaced(self.client.clone(), ns)
+                    .get(name)
+                    .await
+                    .map_err(failed)?;
+                let text = cm.data.unwrap_or_default().into_iter();
+                let binary = cm.binary_data.unwrap_or_default().into_iter();
+                text.map(|(k, v)| (k, v.into_bytes()))
+                    .chain(binary.map(|(k, v)| (k, v.0)))
+                    .collect()
+            }
+            Store::Secret => Api::<Secret>::namespaced(self.client.clone(), ns)
+                .get(name)
+                .await
+                .map_err(failed)?
+                .data
                 .unwrap_or_default()
                 .into_iter()
-                .map(|(k, v)| (k, v.0)),
-        );
-        write_items(source, &files, write)
+                .map(|(k, v)| (k, v.0))
+                .collect(),
+        })
     }
 
-    async fn secret_files(
+    /// Writes the items of a `configMap` or `secret` volume source.
+    async fn store_files(
         &self,
+        store: Store,
         ns: &str,
         source: &Value,
         write: &impl Fn(&str, &[u8]) -> Result<(), String>,
     ) -> Result<(), String> {
+        // A Secret volume names it `secretName`, a projected Secret source `name`.
         let name = source["secretName"]
             .as_str()
             .or_else(|| source["name"].as_str())
             .unwrap_or_default();
-        let secret = Api::<Secret>::namespaced(self.client.clone(), ns)
-            .get(name)
-            .await
-            .map_err(|e| format!("Secret {ns}/{name}: {e}"))?;
-        let files: BTreeMap<String, Vec<u8>> = secret
-            .data
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, v)| (k, v.0))
-            .collect();
-        write_items(source, &files, write)
+        write_items(source, &self.keys(store, ns, name).await?, write)
     }
 
     /// A token of `account`, as the kubelet asks for the projected volume.
@@ -648,33 +649,23 @@ impl Runner {
             return field_value(pod, field, ip)
                 .ok_or_else(|| format!("env {key}: fieldRef {field} is not simulated"));
         }
-        if let Some(r) = from.get("configMapKeyRef") {
+        for (field, store) in [
+            ("configMapKeyRef", Store::ConfigMap),
+            ("secretKeyRef", Store::Secret),
+        ] {
+            let Some(r) = from.get(field) else { continue };
             let (name, k) = (
                 r["name"].as_str().unwrap_or_default(),
                 r["key"].as_str().unwrap_or_default(),
             );
-            let cm = Api::<ConfigMap>::namespaced(self.client.clone(), ns)
-                .get(name)
+            let mut keys = self
+                .keys(store, ns, name)
                 .await
-                .map_err(|e| format!("env {key}: ConfigMap {ns}/{name}: {e}"))?;
-            return cm
-                .data
-                .and_then(|d| d.get(k).cloned())
-                .ok_or_else(|| format!("env {key}: ConfigMap {ns}/{name} has no key {k}"));
-        }
-        if let Some(r) = from.get("secretKeyRef") {
-            let (name, k) = (
-                r["name"].as_str().unwrap_or_default(),
-                r["key"].as_str().unwrap_or_default(),
-            );
-            let secret = Api::<Secret>::namespaced(self.client.clone(), ns)
-                .get(name)
-                .await
-                .map_err(|e| format!("env {key}: Secret {ns}/{name}: {e}"))?;
-            return secret
-                .data
-                .and_then(|d| d.get(k).map(|v| String::from_utf8_lossy(&v.0).into_owned()))
-                .ok_or_else(|| format!("env {key}: Secret {ns}/{name} has no key {k}"));
+                .map_err(|e| format!("env {key}: {e}"))?;
+            return keys
+                .remove(k)
+                .map(|v| String::from_utf8_lossy(&v).into_owned())
+                .ok_or_else(|| format!("env {key}: {} {ns}/{name} has no key {k}", store.kind()));
         }
         if var.get("valueFrom").is_none() {
             return Ok(String::new());
@@ -962,6 +953,22 @@ impl Drop for Process {
 }
 
 /// Runs `cmd` to its end off the async workers; its output, or an error naming it.
+/// Where a volume or an environment variable takes keys from.
+#[derive(Clone, Copy)]
+enum Store {
+    ConfigMap,
+    Secret,
+}
+
+impl Store {
+    fn kind(self) -> &'static str {
+        match self {
+            Store::ConfigMap => "ConfigMap",
+            Store::Secret => "Secret",
+        }
+    }
+}
+
 async fn output(mut cmd: std::process::Command) -> Result<std::process::Output, String> {
     let name = format!("{:?}", cmd.get_program());
     tokio::task::spawn_blocking(move || cmd.output())

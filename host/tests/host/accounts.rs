@@ -16,7 +16,7 @@ use k8s_openapi::api::{
 };
 use kube::{
     Api, ResourceExt,
-    api::{ListParams, Patch, PatchParams, PostParams},
+    api::{Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
 
@@ -84,20 +84,7 @@ async fn run_kubectl(client: &kube::Client, job: &str) -> Pod {
         .create(&PostParams::default(), &job_object)
         .await
         .expect("the Job created");
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    eventually(&format!("the Pod of Job {job} terminated"), || async {
-        let list = pods
-            .list(&ListParams::default().labels(&format!("job-name={job}")))
-            .await
-            .ok()?;
-        list.items.into_iter().find(|p| {
-            p.status
-                .as_ref()
-                .and_then(|s| s.phase.as_deref())
-                .is_some_and(|phase| phase == "Succeeded" || phase == "Failed")
-        })
-    })
-    .await
+    terminated_pod_of_job(&Api::namespaced(client.clone(), NS), job).await
 }
 
 fn phase_and_message(pod: &Pod) -> (String, String) {

@@ -20,7 +20,7 @@ use std::{
 
 use k8s_openapi::{
     ByteString,
-    api::core::v1::{ConfigMap, Namespace},
+    api::core::v1::{ConfigMap, Namespace, Pod},
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
 use kube::{
@@ -441,4 +441,21 @@ pub fn condition<'a>(obj: &'a Value, kind: &str) -> Option<&'a Value> {
         .as_array()?
         .iter()
         .find(|c| c["type"] == kind)
+}
+
+/// The Pod of Job `job` in `pods`' namespace once it has terminated (`Succeeded` or `Failed`).
+pub async fn terminated_pod_of_job(pods: &Api<Pod>, job: &str) -> Pod {
+    eventually(&format!("the Pod of Job {job} terminated"), || async {
+        let list = pods
+            .list(&ListParams::default().labels(&format!("job-name={job}")))
+            .await
+            .ok()?;
+        list.items.into_iter().find(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref())
+                .is_some_and(|phase| phase == "Succeeded" || phase == "Failed")
+        })
+    })
+    .await
 }
