@@ -2,9 +2,12 @@
 //!
 //! - `ci`: what CI runs: installs what the tests need (`.ci/tools`: the wasm target, rustfmt,
 //!   docker-registry, skopeo, helm), checks formatting, builds the plugins (`plugins`) and the
-//!   real control plane (`kube`), runs every test (which builds the misbehaving test guests to
-//!   wasm32-wasip2) on the devcluster, then the end-to-end tests again on real control planes,
-//!   then builds the production binary as the image has it (`image`) and tests the image.
+//!   real control plane (`kube`), builds the production binary as the image has it (`image`,
+//!   twice: a second checkout must give the same bytes), runs every test (which builds the
+//!   misbehaving test guests to wasm32-wasip2) on the devcluster, then the end-to-end tests
+//!   again on real control planes, then tests the image and cosign interoperability. A
+//!   pass fails when one of its module filters ran no test (`run_counting`), so a renamed
+//!   module cannot turn the real pass into one that passes by skipping.
 //! - `image [--push REF | --reproducible]`: the host's container image: a static (musl) release
 //!   `windlass` without the `dev` feature (built in a target directory outside the checkout),
 //!   made into a one-layer OCI image by tools/image, written to `target/windlass-image/layout`
@@ -93,6 +96,53 @@ fn run(cmd: &mut Command) -> Result<()> {
         bail!("{cmd:?} failed: {status}");
     }
     Ok(())
+}
+
+/// [`run`] for `cargo test`: its output passed through, and then an error unless every filter
+/// in `must_run` is the start of the name of at least one test that ran (passed or failed;
+/// ignored and filtered-out tests do not count). `""` asks for any test at all.
+fn run_counting(cmd: &mut Command, must_run: &[&str]) -> Result<()> {
+    use std::io::BufRead as _;
+    eprintln!("+ {cmd:?}");
+    let mut child = cmd
+        .current_dir(root())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .with_context(|| format!("running {cmd:?}"))?;
+    let mut ran: Vec<String> = Vec::new();
+    let stdout = child.stdout.take().context("the tests' stdout")?;
+    for line in std::io::BufReader::new(stdout).lines() {
+        let line = line.context("reading the tests' output")?;
+        println!("{line}");
+        if let Some(name) = ran_test(&line) {
+            ran.push(name.to_string());
+        }
+    }
+    let status = child.wait()?;
+    if !status.success() {
+        bail!("{cmd:?} failed: {status}");
+    }
+    let none: Vec<&str> = must_run
+        .iter()
+        .copied()
+        .filter(|filter| !ran.iter().any(|name| name.starts_with(filter)))
+        .collect();
+    if !none.is_empty() {
+        bail!(
+            "{cmd:?} ran {} tests, none of them under {none:?}: a filter that selects nothing passes by skipping",
+            ran.len()
+        );
+    }
+    eprintln!("{} tests ran", ran.len());
+    Ok(())
+}
+
+/// The name of the test a libtest result line reports as run (`test NAME ... ok` or
+/// `... FAILED`), or None (ignored, benchmarks, anything else).
+fn ran_test(line: &str) -> Option<&str> {
+    let rest = line.strip_prefix("test ")?;
+    rest.strip_suffix(" ... ok")
+        .or_else(|| rest.strip_suffix(" ... FAILED"))
 }
 
 fn cargo(args: &[&str]) -> Result<()> {
@@ -363,7 +413,8 @@ fn ci() -> Result<()> {
         Err(e) => Err(anyhow::anyhow!("no image to build twice: {e}")),
     };
     // Both passes run even when the first fails, so one failure does not hide the other's.
-    let test = |extra: &[&str], real: bool| {
+    // Each pass names the test filters each of which must run at least one test.
+    let test = |extra: &[&str], real: bool, must_run: &[&str]| {
         let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
         cmd.arg("test")
             .args(extra)
@@ -374,9 +425,13 @@ fn ci() -> Result<()> {
         if real {
             cmd.env("WINDLASS_TEST_CLUSTER", "real");
         }
-        run(&mut cmd)
+        run_counting(&mut cmd, must_run)
     };
-    let on_dev = test(&[&workspace[..], &["--no-fail-fast"]].concat(), false);
+    let on_dev = test(
+        &[&workspace[..], &["--no-fail-fast"]].concat(),
+        false,
+        &[""],
+    );
     // The same package selection as the first pass, narrowed by test target and module:
     // selecting fewer packages changes feature unification (guest-sdk's `default`), which would
     // build the SDK, the plugins and every host test a second time and double the target dir.
@@ -404,7 +459,9 @@ fn ci() -> Result<()> {
         real_host.extend(["--skip", name]);
         real.extend(["--skip", name]);
     }
-    let on_real = test(&real_host, true).and(test(&real, true));
+    // A renamed module or a filter that matches nothing would otherwise make the real pass
+    // run fewer tests, or none, and still pass.
+    let on_real = test(&real_host, true, REAL_CLUSTER_HOST_MODULES).and(test(&real, true, &[""]));
     // The image pushed, inspected with skopeo and its binary run from the layer.
     let image = image_binary.and_then(|binary| {
         let mut args = workspace.to_vec();
@@ -764,5 +821,41 @@ fn disk_report() {
         if let Err(err) = cmd.status() {
             eprintln!("disk report: {err}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ran_test, run_counting};
+    use std::process::Command;
+
+    #[test]
+    fn a_filter_under_which_no_test_ran_fails_the_pass() {
+        let out = "test a::x ... ok\ntest b::y ... ignored, elsewhere\n";
+        let tests = || {
+            let mut cmd = Command::new("printf");
+            cmd.arg(out);
+            cmd
+        };
+        run_counting(&mut tests(), &["a::", ""]).expect("a::x ran");
+        let refused = run_counting(&mut tests(), &["a::", "b::", "c::"]).unwrap_err();
+        let said = refused.to_string();
+        assert!(said.contains(r#"["b::", "c::"]"#), "{said}");
+        assert!(run_counting(&mut Command::new("false"), &[]).is_err());
+    }
+
+    #[test]
+    fn only_tests_that_ran_are_counted() {
+        assert_eq!(ran_test("test operator::a ... ok"), Some("operator::a"));
+        assert_eq!(ran_test("test oci::b ... FAILED"), Some("oci::b"));
+        assert_eq!(
+            ran_test("test chaos::c ... ignored, real control plane only"),
+            None
+        );
+        assert_eq!(
+            ran_test("test chaos::c has been running for over 60 seconds"),
+            None
+        );
+        assert_eq!(ran_test("test result: ok. 3 passed; 0 failed"), None);
     }
 }
