@@ -2,7 +2,9 @@
 //! (a) a native Rust function, (b) the wasm plugin with a fresh sandbox per call, (c) the wasm
 //! plugin with a reused instance, (d) the native function behind an HTTP JSON webhook on
 //! loopback (how Metacontroller calls its hooks). Prints medians, p99 and the ratios b/a, c/a
-//! and d/b. Run with `cargo xtask bench runtime`.
+//! and d/b. Run with `cargo xtask bench runtime`. With `WINDLASS_BENCH_QUICK=1` (what CI runs) it
+//! does the agreement checks and one short round: it shows the bench builds and its variants
+//! still agree, and its timings mean nothing.
 
 use std::{
     sync::Arc,
@@ -17,9 +19,14 @@ use windlass_sdk::testing::run_json;
 
 type Storage = sampledb_storage::Storage;
 
-const WARMUP: usize = 300;
-const ROUNDS: usize = 5;
-const PER_ROUND: usize = 600;
+/// Warm-up calls, rounds, and calls per round: the full run's, or `WINDLASS_BENCH_QUICK`'s.
+fn sizes() -> (usize, usize, usize) {
+    if std::env::var_os("WINDLASS_BENCH_QUICK").is_some() {
+        (2, 1, 5)
+    } else {
+        (300, 5, 600)
+    }
+}
 
 fn parent() -> String {
     json!({
@@ -122,6 +129,7 @@ fn main() {
         )
         .expect("load");
     let req = request();
+    let (warmup, rounds, per_round) = sizes();
 
     // The three must agree before their speed means anything.
     let expected = native(&req);
@@ -196,24 +204,24 @@ fn main() {
     assert_eq!(webhook(&req), expected, "webhook and native disagree");
 
     let (mut a, mut b, mut c, mut d) = (vec![], vec![], vec![], vec![]);
-    for _ in 0..WARMUP {
+    for _ in 0..warmup {
         std::hint::black_box(native(&req));
         std::hint::black_box(fresh.call(&req).expect("fresh"));
         std::hint::black_box(reused.call(&req).expect("reused"));
         std::hint::black_box(webhook(&req));
     }
     // Rounds interleave the variants so that machine noise falls on all of them alike.
-    for _ in 0..ROUNDS {
-        sample(&mut a, PER_ROUND, || {
+    for _ in 0..rounds {
+        sample(&mut a, per_round, || {
             drop(std::hint::black_box(native(&req)))
         });
-        sample(&mut b, PER_ROUND, || {
+        sample(&mut b, per_round, || {
             drop(std::hint::black_box(fresh.call(&req).expect("fresh")))
         });
-        sample(&mut c, PER_ROUND, || {
+        sample(&mut c, per_round, || {
             drop(std::hint::black_box(reused.call(&req).expect("reused")))
         });
-        sample(&mut d, PER_ROUND, || {
+        sample(&mut d, per_round, || {
             drop(std::hint::black_box(webhook(&req)))
         });
     }
@@ -226,8 +234,8 @@ fn main() {
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     println!(
         "runtime benchmark: SampleDB storage decision, {} calls each, {} rounds interleaved",
-        ROUNDS * PER_ROUND,
-        ROUNDS
+        rounds * per_round,
+        rounds
     );
     println!("{:<34} {:>12} {:>12}", "variant", "median µs", "p99 µs");
     for (name, s) in [

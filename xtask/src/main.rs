@@ -398,6 +398,7 @@ fn ci() -> Result<()> {
     // The tests' build overlaps it too; they need it only once they run.
     let workspace = ["--workspace", "--exclude", "guest-*"];
     cargo(&[&["test", "--no-run"][..], &workspace[..]].concat())?;
+    benches_quick(&workspace)?;
     let kube_bin = kube_dir(kube_build)?;
     // The real cosign, for the signature interoperability test at the end; built (once per
     // machine, cached like the control plane) while the tests run.
@@ -482,6 +483,26 @@ fn ci() -> Result<()> {
     });
     disk_report();
     on_dev.and(on_real).and(image).and(reproducible).and(cosign)
+}
+
+/// Every benchmark built (the test profile, so on the tests' build), and the two that need no
+/// release binaries and no other toolchains run short: `runtime` checks that the native, wasm and
+/// webhook variants agree, `devcluster` that every create, patch and watch succeeds. Their
+/// timings mean nothing here; `cargo xtask bench` measures.
+fn benches_quick(workspace: &[&str]) -> Result<()> {
+    cargo(&[&["test", "--no-run", "--benches"][..], workspace].concat())?;
+    for (bench, var, value) in [
+        ("runtime", "WINDLASS_BENCH_QUICK", "1"),
+        ("devcluster", "DEVCLUSTER_BENCH_OBJECTS", "200"),
+    ] {
+        let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        cmd.arg("test")
+            .args(workspace)
+            .args(["--bench", bench])
+            .env(var, value);
+        run(&mut cmd)?;
+    }
+    Ok(())
 }
 
 /// The interoperability test with the real cosign (host/tests/host/signature.rs).
