@@ -572,13 +572,27 @@ fn status_code(e: &kube::Error, code: u16) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == code)
 }
 
-/// Whether a parent has reached what its spec says.
-fn at_spec(db: &Value, replicas: i64, version: &str, backed_up: bool) -> bool {
+/// Whether a parent has reached what its spec says; with `backed_up_after`, also that its newest
+/// completed backup finished after that moment. `status.lastBackupTime` has whole seconds, so it
+/// must fall in a later second than the moment: a backup of the same second may have been before.
+fn at_spec(
+    db: &Value,
+    replicas: i64,
+    version: &str,
+    backed_up_after: Option<jiff::Timestamp>,
+) -> bool {
     let s = &db["status"];
+    let backed_up = backed_up_after.is_none_or(|after| {
+        s["lastBackup"].is_string()
+            && s["lastBackupTime"]
+                .as_str()
+                .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+                .is_some_and(|t| t.as_second() > after.as_second())
+    });
     s["phase"] == "Ready"
         && s["readyReplicas"] == replicas
         && s["currentVersion"] == version
-        && (!backed_up || s["lastBackup"].is_string())
+        && backed_up
 }
 
 /// One phase's outcome.
@@ -884,7 +898,7 @@ async fn run(scale: Scale) -> Report {
     let stopped = Instant::now();
     phases.push(
         run.converge(began, "create, under API faults", stopped, |db| {
-            db.is_some_and(|db| at_spec(db, 1, OLD, false))
+            db.is_some_and(|db| at_spec(db, 1, OLD, None))
         })
         .await,
     );
@@ -912,7 +926,7 @@ async fn run(scale: Scale) -> Report {
     let stopped = Instant::now();
     phases.push(
         run.converge(began, "scale, leader SIGKILLed", stopped, |db| {
-            db.is_some_and(|db| at_spec(db, 2, OLD, false))
+            db.is_some_and(|db| at_spec(db, 2, OLD, None))
         })
         .await,
     );
@@ -935,7 +949,7 @@ async fn run(scale: Scale) -> Report {
             began,
             "upgrade, leader killed, Lease lapsed",
             stopped,
-            |db| db.is_some_and(|db| at_spec(db, 2, NEW, false)),
+            |db| db.is_some_and(|db| at_spec(db, 2, NEW, None)),
         )
         .await,
     );
@@ -965,9 +979,12 @@ async fn run(scale: Scale) -> Report {
     run.swap_storage(restored.clone(), restore_config.clone())
         .await;
     let stopped = Instant::now();
+    // Backups have run since phase 1: each parent must report one that completed after the
+    // working version came back, not merely have a `lastBackup`.
+    let swapped_back = jiff::Timestamp::now();
     phases.push(
         run.converge(began, "backup, broken plugin versions", stopped, |db| {
-            db.is_some_and(|db| at_spec(db, 2, NEW, true))
+            db.is_some_and(|db| at_spec(db, 2, NEW, Some(swapped_back)))
         })
         .await,
     );
@@ -1501,7 +1518,7 @@ async fn etcd_and_kube_apiserver_restart_under_sampledbs() {
             bound,
             (began, Instant::now()),
             "create, etcd restarted",
-            |db| db.is_some_and(|db| at_spec(db, 1, OLD, false)),
+            |db| db.is_some_and(|db| at_spec(db, 1, OLD, None)),
         )
         .await,
     );
@@ -1519,7 +1536,7 @@ async fn etcd_and_kube_apiserver_restart_under_sampledbs() {
             bound,
             (began, Instant::now()),
             "scale, kube-apiserver restarted",
-            |db| db.is_some_and(|db| at_spec(db, 2, OLD, false)),
+            |db| db.is_some_and(|db| at_spec(db, 2, OLD, None)),
         )
         .await,
     );
@@ -1539,7 +1556,7 @@ async fn etcd_and_kube_apiserver_restart_under_sampledbs() {
             bound,
             (began, Instant::now()),
             "upgrade, both restarted, the Lease lapsed",
-            |db| db.is_some_and(|db| at_spec(db, 2, NEW, false)),
+            |db| db.is_some_and(|db| at_spec(db, 2, NEW, None)),
         )
         .await,
     );
