@@ -8,7 +8,7 @@ use std::{sync::atomic::Ordering, time::Duration};
 use k8s_openapi::api::{apps::v1::StatefulSet, events::v1::Event};
 use kube::{
     Api, ResourceExt,
-    api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams},
+    api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent},
     core::{ApiResource, GroupVersionKind},
 };
 use serde_json::{Value, json};
@@ -142,6 +142,14 @@ async fn a_pipeline_missing_a_wasm_plugin_prunes_nothing_until_it_serves() {
         json!({"order": 20}),
     )
     .await;
+    let from = env
+        .config_maps()
+        .list_metadata(&ListParams::default().limit(1))
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .expect("resourceVersion");
     env.things()
         .patch(
             "t1",
@@ -157,8 +165,22 @@ async fn a_pipeline_missing_a_wasm_plugin_prunes_nothing_until_it_serves() {
         status["message"].as_str().unwrap_or("").contains("later"),
         "{status}"
     );
-    // Meanwhile nothing is applied or pruned: b stays, a keeps the old value.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Meanwhile nothing is applied or pruned: b stays, a keeps the old value. The refusal is
+    // written where the applies and prunes would have been, after them: none up to now.
+    let (history, through) = history_since(&env.config_maps(), &from).await;
+    let written: Vec<_> = history
+        .iter()
+        .filter(|e| match e {
+            WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
+                o.name_any().starts_with("t1-")
+            }
+            _ => false,
+        })
+        .collect();
+    assert!(
+        written.is_empty(),
+        "t1's children written by RV {through}: {written:?}"
+    );
     let children = env.children_of("t1").await;
     assert_eq!(children.len(), 2, "{children:?}");
     assert!(children.iter().all(|c| data(c, "value") == "one"));
@@ -447,6 +469,13 @@ async fn deleting_a_parent_finalizes_first_then_its_children_go() {
         (env.children_of("t1").await.len() == 1).then_some(())
     })
     .await;
+    let from = env
+        .things()
+        .get("t1")
+        .await
+        .unwrap()
+        .resource_version()
+        .unwrap();
     env.things()
         .delete("t1", &DeleteParams::default())
         .await
@@ -464,13 +493,55 @@ async fn deleting_a_parent_finalizes_first_then_its_children_go() {
         env.children_of("t1").await.is_empty().then_some(())
     })
     .await;
+    // The order, from the resourceVersions of the writes (one order on both planes): the
+    // plugin's finalize phase told its end, then the parent went, then its children.
+    let (parents, _) = history_since(&env.things(), &from).await;
+    let parent_gone = parents
+        .iter()
+        .find_map(|e| match e {
+            WatchEvent::Deleted(o) if o.name_any() == "t1" => {
+                Some(rv_number(o.metadata.resource_version.as_ref()))
+            }
+            _ => None,
+        })
+        .expect("t1's deletion in the watch history");
     let events: Api<Event> = Api::namespaced(env.client.clone(), "shop");
     let list = events.list(&ListParams::default()).await.unwrap();
+    let finalized = list
+        .items
+        .iter()
+        .find(|e| {
+            e.reason.as_deref() == Some("Finalized")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("t1")
+        })
+        .expect("a Finalized event for t1");
+    let finalized = rv_number(finalized.metadata.resource_version.as_ref());
     assert!(
-        list.items
-            .iter()
-            .any(|e| e.reason.as_deref() == Some("Finalized")),
-        "the plugin's finalize phase ran to completion before the finalizer went"
+        finalized < parent_gone,
+        "the finalize phase's end (RV {finalized}) came after the parent went (RV {parent_gone})"
+    );
+    let (config_maps, _) = history_since(&env.config_maps(), &from).await;
+    let children_gone: Vec<(String, u64)> = config_maps
+        .iter()
+        .filter_map(|e| match e {
+            WatchEvent::Deleted(o) if o.name_any().starts_with("t1-") => Some((
+                o.name_any(),
+                rv_number(o.metadata.resource_version.as_ref()),
+            )),
+            _ => None,
+        })
+        .collect();
+    // t1-a, and t1-final, which the plugin's finalize phase wrote.
+    let mut names: Vec<&str> = children_gone.iter().map(|(n, _)| n.as_str()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["t1-a", "t1-final"],
+        "t1's children deleted, once each"
+    );
+    assert!(
+        children_gone.iter().all(|(_, rv)| *rv > parent_gone),
+        "a child (RVs {children_gone:?}) went before its parent (RV {parent_gone})"
     );
 }
 

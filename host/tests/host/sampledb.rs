@@ -45,7 +45,7 @@ use windlass_kubeplane::ControlPlane;
 
 use crate::support;
 
-use support::{WAIT, eventually, sampledb_resource};
+use support::{WAIT, eventually, history_since, sampledb_resource, went};
 
 const NS: &str = "default";
 
@@ -829,6 +829,12 @@ async fn restore_runs_before_ready_a_failed_snapshot_or_retain_keeps_the_volumes
         .await;
     k.status_until("kept", "Ready", |s| s["phase"] == "Ready")
         .await;
+    let from = k
+        .get::<StatefulSet>("fragile")
+        .await
+        .expect("fragile's StatefulSet")
+        .resource_version()
+        .expect("resourceVersion");
     k.dbs()
         .delete("fragile", &DeleteParams::default())
         .await
@@ -842,7 +848,18 @@ async fn restore_runs_before_ready_a_failed_snapshot_or_retain_keeps_the_volumes
         condition(&status, "Snapshotted").expect("condition")["status"],
         "False"
     );
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The host writes a parent's status after that reconcile's deletes: nothing of fragile went
+    // from before its deletion up to now.
+    let (statefulsets, through) = history_since(&k.api::<StatefulSet>(), &from).await;
+    assert!(
+        !went(&statefulsets, "fragile"),
+        "fragile's StatefulSet went by RV {through}"
+    );
+    let (claims, through) = history_since(&k.api::<PersistentVolumeClaim>(), &from).await;
+    assert!(
+        !went(&claims, "data-fragile-0"),
+        "fragile's volume went by RV {through} though its snapshot failed"
+    );
     let db = k
         .db("fragile")
         .await
@@ -860,6 +877,12 @@ async fn restore_runs_before_ready_a_failed_snapshot_or_retain_keeps_the_volumes
     );
 
     // Retain: the SampleDB and its StatefulSet go, the volume stays.
+    let from = k
+        .get::<PersistentVolumeClaim>("data-kept-0")
+        .await
+        .expect("kept's volume")
+        .resource_version()
+        .expect("resourceVersion");
     k.dbs()
         .delete("kept", &DeleteParams::default())
         .await
@@ -868,12 +891,20 @@ async fn restore_runs_before_ready_a_failed_snapshot_or_retain_keeps_the_volumes
         (k.db("kept").await.is_none() && k.get::<StatefulSet>("kept").await.is_none()).then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Nothing deleted the volume up to now, and nothing can collect it later: no owner.
+    let (claims, through) = history_since(&k.api::<PersistentVolumeClaim>(), &from).await;
     assert!(
-        k.get::<PersistentVolumeClaim>("data-kept-0")
-            .await
-            .is_some(),
-        "deletionPolicy Retain keeps the data volume"
+        !went(&claims, "data-kept-0"),
+        "deletionPolicy Retain keeps the data volume; it went by RV {through}"
+    );
+    let claim = k
+        .get::<PersistentVolumeClaim>("data-kept-0")
+        .await
+        .expect("deletionPolicy Retain keeps the data volume");
+    assert!(
+        claim.owner_references().is_empty(),
+        "the kept volume has owners the garbage collector may follow: {:?}",
+        claim.owner_references()
     );
 
     // Delete: no snapshot, and the volume goes with the StatefulSet.

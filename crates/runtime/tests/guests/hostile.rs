@@ -1005,13 +1005,34 @@ fn a_flood_of_log_lines_is_capped_and_the_call_still_returns() {
     assert!(took < Duration::from_secs(30), "{took:?}");
     let line = "x".repeat(100);
     let logged = log.lines().filter(|l| l.contains(&line)).count();
-    assert!((1..=200).contains(&logged), "{logged} log lines kept");
+    assert_eq!(logged, 200, "log lines kept: the cap, all of it");
     assert!(
         log.contains("more than 200 log lines in one call; dropping the rest"),
         "{}",
         log.lines().last().unwrap_or_default()
     );
     assert_still_serving();
+}
+
+/// A log line is kept to 4 KiB; the rest is cut, saying how much.
+#[test]
+fn a_log_line_longer_than_4_kib_is_cut_saying_how_much() {
+    let (result, log) = capture_log(|| run_flood(json!({"logLines": 1, "logBytes": 10_000})));
+    result.unwrap_or_else(|e| panic!("{e}"));
+    let line = log
+        .lines()
+        .find(|l| l.contains("xxxx"))
+        .expect("the log line");
+    let kept = line.split(|c| c != 'x').map(str::len).max().unwrap_or(0);
+    assert_eq!(kept, 4096, "bytes kept of the line");
+    assert!(
+        line.contains(&format!(
+            "{} … [5904 more bytes cut by the host] ",
+            "x".repeat(4096)
+        )),
+        "{}",
+        &line[line.len().saturating_sub(80)..]
+    );
 }
 
 #[test]

@@ -57,6 +57,66 @@ pub async fn eventually<T, F: Future<Output = Option<T>>>(
     }
 }
 
+/// A resourceVersion as the number both planes make it (etcd's revision on the real one, the
+/// store's on the devcluster): one order across every resource, so it places writes to different
+/// objects before or after each other.
+pub fn rv_number(rv: Option<&String>) -> u64 {
+    rv.and_then(|rv| rv.parse().ok())
+        .unwrap_or_else(|| panic!("resourceVersion {rv:?} is not a number"))
+}
+
+/// What happened to `api`'s objects after resourceVersion `from`, in order, up to the
+/// resourceVersion the server is at when this is called (returned too): the server's watch
+/// history, replayed by a watch from `from` that the server ends after a second. It is how a
+/// test says "and nothing else happened up to RV X" without sleeping for a while and hoping.
+pub async fn history_since<K>(api: &Api<K>, from: &str) -> (Vec<kube::api::WatchEvent<K>>, u64)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    use futures::StreamExt;
+    use kube::api::{WatchEvent, WatchParams};
+    let through = rv_number(
+        api.list_metadata(&ListParams::default().limit(1))
+            .await
+            .expect("list")
+            .metadata
+            .resource_version
+            .as_ref(),
+    );
+    let mut stream = api
+        .watch(&WatchParams::default().timeout(1), from)
+        .await
+        .unwrap_or_else(|e| panic!("watch from {from}: {e}"))
+        .boxed();
+    let mut events = Vec::new();
+    while let Some(event) = stream.next().await {
+        let event = event.unwrap_or_else(|e| panic!("watch from {from}: {e}"));
+        let rv = match &event {
+            WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
+                rv_number(o.meta().resource_version.as_ref())
+            }
+            WatchEvent::Bookmark(_) => continue,
+            WatchEvent::Error(e) => panic!("watch from {from}: {e:?}"),
+        };
+        if rv <= through {
+            events.push(event);
+        }
+    }
+    (events, through)
+}
+
+/// Whether `history` (of [`history_since`]) shows `name` deleted or marked for deletion.
+pub fn went<K: kube::Resource>(history: &[kube::api::WatchEvent<K>], name: &str) -> bool {
+    use kube::api::WatchEvent;
+    history.iter().any(|e| match e {
+        WatchEvent::Deleted(o) => o.meta().name.as_deref() == Some(name),
+        WatchEvent::Added(o) | WatchEvent::Modified(o) => {
+            o.meta().name.as_deref() == Some(name) && o.meta().deletion_timestamp.is_some()
+        }
+        _ => false,
+    })
+}
+
 /// Which cluster a test runs on.
 pub enum Cluster {
     /// The embedded devcluster.

@@ -13,6 +13,8 @@
 //! - `panic`: panics: the host reports the panic message as a trap.
 //! - `otherNamespace`: returns a ConfigMap in `kube-system`: children stay in the parent's
 //!   namespace.
+//! - `print`: writes `bytes` bytes (default 1 MiB) to stdout and to stderr, in lines of 100
+//!   (`o`s on stdout, `e`s on stderr), and returns nothing: the per-call capture cap.
 //! - `invalidJson`: returns a desired object that is not JSON, past the SDK's serializer (the
 //!   export below answers it before the SDK sees the call).
 //!
@@ -106,6 +108,25 @@ impl Plugin for Misbehave {
                 }
             }
             "panic" => panic!("cannot reconcile {}: the spec is on fire", ctx.name()),
+            "print" => {
+                let bytes = config["bytes"].as_u64().unwrap_or(1 << 20) as usize;
+                for (stream, letter) in [(0, "o"), (1, "e")] {
+                    let line = format!("{}\n", letter.repeat(99));
+                    let mut left = bytes;
+                    while left > 0 {
+                        let take = left.min(line.len());
+                        let chunk = &line.as_bytes()[line.len() - take..];
+                        let written = if stream == 0 {
+                            std::io::stdout().write_all(chunk)
+                        } else {
+                            std::io::stderr().write_all(chunk)
+                        };
+                        written.map_err(|e| Error::Failed(format!("printing: {e}")))?;
+                        left -= take;
+                    }
+                }
+                Ok(ctx.output())
+            }
             "otherNamespace" => {
                 let mut out = ctx.output();
                 out.apply(&json!({"apiVersion": "v1", "kind": "ConfigMap",
