@@ -111,11 +111,21 @@ fn find_bin_dir() -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// How a control plane is started; [`ControlPlane::start`] takes the defaults.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// kube-apiserver stores every object in etcd as JSON (`--storage-media-type`) rather than
+    /// protobuf, so that a test reading etcd's own watch ([`ControlPlane::etcd_url`]) can decode
+    /// what it sees. What the API serves is the same either way.
+    pub storage_json: bool,
+}
+
 /// A running control plane. Dropping it kills its processes and removes its files.
 #[derive(Debug)]
 pub struct ControlPlane {
     work: tempfile::TempDir,
     server: String,
+    etcd_url: String,
     admin_token: String,
     ca_pem: String,
     children: Mutex<Vec<Process>>,
@@ -159,12 +169,20 @@ impl ControlPlane {
     /// # Errors
     /// When a process does not come up; the error ends with its log's tail.
     pub async fn start() -> Result<ControlPlane> {
+        Self::start_with(Options::default()).await
+    }
+
+    /// [`ControlPlane::start`] with options.
+    ///
+    /// # Errors
+    /// When a process does not come up; the error ends with its log's tail.
+    pub async fn start_with(options: Options) -> Result<ControlPlane> {
         let bin = bin_dir()?;
         let mut last = None;
         // Free ports are picked before they are bound: another process may take one in
         // between, so a failed start is tried again.
         for _ in 0..3 {
-            match Self::try_start(&bin).await {
+            match Self::try_start(&bin, &options).await {
                 Ok(plane) => return Ok(plane),
                 Err(e) => last = Some(e),
             }
@@ -172,7 +190,7 @@ impl ControlPlane {
         Err(last.unwrap_or_else(|| anyhow::anyhow!("no attempt made")))
     }
 
-    async fn try_start(bin: &Path) -> Result<ControlPlane> {
+    async fn try_start(bin: &Path, options: &Options) -> Result<ControlPlane> {
         remove_stale_dirs();
         let work = tempfile::Builder::new()
             .prefix(&format!("windlass-kube-{}-", std::process::id()))
@@ -194,9 +212,11 @@ impl ControlPlane {
         let ca_pem = std::fs::read_to_string(pki.join("ca.crt"))?;
         let [etcd_port, peer_port, api_port, kcm_port] = free_ports()?;
         let server = format!("https://127.0.0.1:{api_port}");
+        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
         let plane = ControlPlane {
             work,
             server,
+            etcd_url: etcd_url.clone(),
             admin_token,
             ca_pem,
             children: Mutex::new(Vec::new()),
@@ -209,7 +229,6 @@ impl ControlPlane {
             &kcm_token,
         )?;
 
-        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
         let peer_url = format!("http://127.0.0.1:{peer_port}");
         let p = |name: &str| pki.join(name).display().to_string();
         plane.spawn(
@@ -253,7 +272,14 @@ impl ControlPlane {
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
                 format!("--service-account-signing-key-file={}", p("sa.key")),
                 format!("--service-account-key-file={}", p("sa.pub")),
-            ],
+            ]
+            .into_iter()
+            .chain(
+                options
+                    .storage_json
+                    .then(|| "--storage-media-type=application/json".to_string()),
+            )
+            .collect::<Vec<_>>(),
         )?;
         let client = plane.client().await?;
         plane.wait_ready(Duration::from_secs(120)).await?;
@@ -290,6 +316,12 @@ impl ControlPlane {
             )
             .await?;
         Ok(plane)
+    }
+
+    /// etcd's client URL (`http://127.0.0.1:<port>`, plain HTTP on loopback): its v3 API and
+    /// the JSON gateway to it (`/v3/watch`, `/v3/kv/range`).
+    pub fn etcd_url(&self) -> &str {
+        &self.etcd_url
     }
 
     /// The API server's URL (`https://127.0.0.1:<port>`).

@@ -321,7 +321,8 @@ fn built(build: std::process::Child, script: &str) -> Result<PathBuf> {
 
 /// The host's test modules that run on real control planes too (filters for the one `host`
 /// test binary): the end-to-end tests, and the chaos suite's restarts of etcd and
-/// kube-apiserver (real only).
+/// kube-apiserver with the etcd observer that counts its invariants, and the test that the
+/// observer counts what breaks them (real only).
 const REAL_CLUSTER_HOST_MODULES: &[&str] = &[
     "accounts::",
     "admission::",
@@ -332,6 +333,7 @@ const REAL_CLUSTER_HOST_MODULES: &[&str] = &[
     "oci::",
     "sampledb::",
     "chaos::etcd_and_kube_apiserver_restart_under_sampledbs",
+    "chaos::the_etcd_observer_counts_each_broken_invariant",
 ];
 
 /// The devcluster's own scenario suites, which run on real control planes too (they measure
