@@ -100,6 +100,8 @@ pub struct Faults {
     holds: Mutex<Vec<(Matcher, oneshot::Sender<Held>)>>,
     /// `holds.len()`, read without the lock on every request.
     holding: AtomicUsize,
+    /// How many of each code were injected, since the start.
+    injected: Mutex<BTreeMap<u16, u64>>,
 }
 
 impl std::fmt::Debug for Faults {
@@ -120,6 +122,7 @@ impl Default for Faults {
             rng: AtomicU64::new(seed),
             holds: Mutex::new(Vec::new()),
             holding: AtomicUsize::new(0),
+            injected: Mutex::new(BTreeMap::new()),
         }
     }
 }
@@ -162,6 +165,19 @@ impl Faults {
     pub fn set_watch_cut(&self, every: Option<Duration>) {
         if let Ok(mut c) = self.config.lock() {
             c.watch_cut_secs = every.map(|d| d.as_secs().max(1));
+        }
+    }
+
+    /// How many answers of each code were injected since the start (a fault proxy's 410s for
+    /// watches from expired history included).
+    pub fn injected(&self) -> BTreeMap<u16, u64> {
+        self.injected.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+
+    /// Counts one injected answer with `code`.
+    pub(crate) fn count(&self, code: u16) {
+        if let Ok(mut m) = self.injected.lock() {
+            *m.entry(code).or_default() += 1;
         }
     }
 
@@ -236,8 +252,17 @@ impl Faults {
         (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
     }
 
-    /// The injected latency and error, if any, for one request with `verb`.
+    /// The injected latency and error, if any, for one request with `verb` (counted in
+    /// [`Faults::injected`]).
     pub fn decide(&self, verb: &str) -> (Duration, Option<ApiError>) {
+        let (latency, err) = self.draw(verb);
+        if let Some(e) = &err {
+            self.count(e.code);
+        }
+        (latency, err)
+    }
+
+    fn draw(&self, verb: &str) -> (Duration, Option<ApiError>) {
         let c = self.config();
         let latency = Duration::from_millis(c.latency_ms);
         if let Some(t) = c.timeouts

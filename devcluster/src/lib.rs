@@ -37,6 +37,7 @@ pub mod http;
 pub mod kubeconfig;
 pub mod patch;
 pub mod protobuf;
+pub mod proxy;
 pub mod resources;
 pub mod schema;
 pub mod selector;

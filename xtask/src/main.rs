@@ -27,9 +27,10 @@
 //! - `render`: builds the plugins and renders `examples/sampledb.yaml` with the storage plugin.
 //! - `bench runtime`: native vs wasm (fresh, reused) vs HTTP webhook, printing ratios.
 //! - `chaos`: the full chaos suite (host/tests/host/chaos.rs; `WINDLASS_CHAOS_PARENTS`, default
-//!   200) and the restarts of etcd and kube-apiserver on the real control plane
-//!   (`WINDLASS_CHAOS_REAL_PARENTS`, default 20), with release hosts, printing their figures; CI
-//!   runs the short version and the restarts with 6 parents with the other tests.
+//!   200) on the devcluster, the same on the real control plane behind the fault proxy (50
+//!   parents), and the restarts of etcd and kube-apiserver there (20;
+//!   `WINDLASS_CHAOS_REAL_PARENTS` sets both), with release hosts, printing their figures; CI
+//!   runs the short version on both planes and the restarts with 6 parents with the other tests.
 //! - `bench languages`: the plugin template in Rust, Python, JavaScript and Go: size, load
 //!   (compiling, from cache) and call (fresh, reused) times, printing ratios to Rust.
 //! - `bench host [--parents N]`: `windlass run` vs a native kube-runtime controller on N
@@ -320,9 +321,9 @@ fn built(build: std::process::Child, script: &str) -> Result<PathBuf> {
 }
 
 /// The host's test modules that run on real control planes too (filters for the one `host`
-/// test binary): the end-to-end tests, and the chaos suite's restarts of etcd and
-/// kube-apiserver with the etcd observer that counts its invariants, and the test that the
-/// observer counts what breaks them (real only).
+/// test binary): the end-to-end tests, and, real only, the chaos suite's short version behind
+/// the fault proxy, its restarts of etcd and kube-apiserver, and the test that its etcd
+/// observer counts what breaks an invariant.
 const REAL_CLUSTER_HOST_MODULES: &[&str] = &[
     "accounts::",
     "admission::",
@@ -334,6 +335,7 @@ const REAL_CLUSTER_HOST_MODULES: &[&str] = &[
     "sampledb::",
     "chaos::etcd_and_kube_apiserver_restart_under_sampledbs",
     "chaos::the_etcd_observer_counts_each_broken_invariant",
+    "chaos::the_short_chaos_suite_meets_every_target_on_the_real_control_plane",
 ];
 
 /// The devcluster's own scenario suites, which run on real control planes too (they measure
@@ -356,8 +358,8 @@ const DEVCLUSTER_ONLY_TESTS: &[&str] = &[
 ];
 
 /// The full chaos suite, with its figures: the plugins first (the suite loads them by path),
-/// then the devcluster suite at full size and the restarts of etcd and kube-apiserver on the
-/// real control plane (`WINDLASS_CHAOS_REAL_PARENTS`, default 20 here), both with release hosts.
+/// then the devcluster suite at full size, the same suite on the real control plane behind the
+/// fault proxy, and the restarts of etcd and kube-apiserver there, all with release hosts.
 fn chaos() -> Result<()> {
     let kube_build = start_kube_build()?;
     plugins()?;
@@ -373,14 +375,24 @@ fn chaos() -> Result<()> {
     };
     let devcluster = run(suite("chaos::the_full_chaos_suite").arg("--ignored"));
     let kube_bin = kube_dir(kube_build)?;
-    let mut real = suite("chaos::etcd_and_kube_apiserver_restart_under_sampledbs");
-    real.arg("--ignored")
+    // The same suite on the real control plane behind the fault proxy (50 parents unless
+    // WINDLASS_CHAOS_REAL_PARENTS says), then the restarts of etcd and kube-apiserver (20).
+    let real_parents = |default: &str| {
+        std::env::var("WINDLASS_CHAOS_REAL_PARENTS").unwrap_or_else(|_| default.to_string())
+    };
+    let mut faults = suite("chaos::the_full_chaos_suite_on_the_real_control_plane");
+    faults
+        .arg("--ignored")
         .env("WINDLASS_TEST_CLUSTER", "real")
-        .env("WINDLASS_KUBE_BIN", kube_bin);
-    if std::env::var_os("WINDLASS_CHAOS_REAL_PARENTS").is_none() {
-        real.env("WINDLASS_CHAOS_REAL_PARENTS", "20");
-    }
-    devcluster.and(run(&mut real))
+        .env("WINDLASS_KUBE_BIN", &kube_bin)
+        .env("WINDLASS_CHAOS_PARENTS", real_parents("50"));
+    let mut restarts = suite("chaos::etcd_and_kube_apiserver_restart_under_sampledbs");
+    restarts
+        .arg("--ignored")
+        .env("WINDLASS_TEST_CLUSTER", "real")
+        .env("WINDLASS_KUBE_BIN", &kube_bin)
+        .env("WINDLASS_CHAOS_REAL_PARENTS", real_parents("20"));
+    devcluster.and(run(&mut faults)).and(run(&mut restarts))
 }
 
 fn ci() -> Result<()> {

@@ -48,6 +48,7 @@ use serde_json::{Value, json};
 use windlass::dev::{self, DevConfig};
 use windlass_devcluster::{
     DevCluster, ErrorRate, FaultConfig, Options, RequestInfo, Timeouts,
+    faults::Faults,
     store::{Event, EventType},
 };
 use windlass_test_guests as guests;
@@ -105,7 +106,7 @@ impl Scale {
 /// The short version: every target met, in CI.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_short_chaos_suite_meets_every_target() {
-    let report = run(Scale::short()).await;
+    let report = run(Scale::short(), Where::Dev).await;
     println!("{report}");
     report.assert_targets();
 }
@@ -114,7 +115,35 @@ async fn the_short_chaos_suite_meets_every_target() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "minutes long: cargo xtask chaos"]
 async fn the_full_chaos_suite() {
-    let report = run(Scale::full()).await;
+    let report = run(Scale::full(), Where::Dev).await;
+    println!("{report}");
+    report.assert_targets();
+}
+
+/// The short version on a real control plane, its faults injected by the fault proxy in front
+/// of kube-apiserver and its invariants counted from etcd's watch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "real control plane only: cargo xtask ci runs it in the real pass"]
+async fn the_short_chaos_suite_meets_every_target_on_the_real_control_plane() {
+    assert!(
+        crate::support::real_cluster(),
+        "this runs on the real control plane: run with WINDLASS_TEST_CLUSTER=real"
+    );
+    let report = run(Scale::short(), Where::Real).await;
+    println!("{report}");
+    report.assert_targets();
+}
+
+/// The full version on a real control plane (`WINDLASS_CHAOS_PARENTS`, which `cargo xtask
+/// chaos` sets to 50 here), with figures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "minutes long, real control plane only: cargo xtask chaos"]
+async fn the_full_chaos_suite_on_the_real_control_plane() {
+    assert!(
+        crate::support::real_cluster(),
+        "this runs on the real control plane: run with WINDLASS_TEST_CLUSTER=real"
+    );
+    let report = run(Scale::full(), Where::Real).await;
     println!("{report}");
     report.assert_targets();
 }
@@ -547,8 +576,8 @@ fn name(i: usize) -> String {
 const POLICIES: [&str; 3] = ["Snapshot", "Retain", "Delete"];
 
 /// Creates the `i`-th SampleDB (already there is fine: an earlier try landed).
-async fn create_parent(dbs: &Api<DynamicObject>, i: usize) {
-    let db = sampledb(i);
+async fn create_parent(dbs: &Api<DynamicObject>, i: usize, at: Where) {
+    let db = sampledb(i, at);
     let params = PostParams::default();
     retry(
         "creating a SampleDB",
@@ -590,14 +619,19 @@ async fn delete_parent(dbs: &Api<DynamicObject>, i: usize) {
     .await;
 }
 
-/// The `i`-th SampleDB as created: one replica of the old version, hourly backups, the
-/// deletion policies in turn.
-fn sampledb(i: usize) -> DynamicObject {
+/// The `i`-th SampleDB as created: one replica of the old version, a backup a minute of wall
+/// time, the deletion policies in turn. The devcluster's CronJobs run 60 times faster than the
+/// clock here (hourly is a minute); kube-controller-manager's run on the clock.
+fn sampledb(i: usize, at: Where) -> DynamicObject {
+    let schedule = match at {
+        Where::Dev => "0 * * * *",
+        Where::Real => "* * * * *",
+    };
     serde_json::from_value(json!({
         "apiVersion": "samples.windlass.dev/v1alpha1", "kind": "SampleDB",
         "metadata": {"name": name(i)},
         "spec": {"version": OLD, "replicas": 1, "storage": {"size": "1Gi"},
-                 "backup": {"schedule": "0 * * * *"},
+                 "backup": {"schedule": schedule},
                  "deletionPolicy": POLICIES[i % POLICIES.len()]},
     }))
     .unwrap()
@@ -688,7 +722,107 @@ struct Run {
     scale: Scale,
     client: Client,
     dbs: Api<DynamicObject>,
-    cluster: Arc<DevCluster>,
+    cluster: Arc<Plane>,
+}
+
+/// Which plane a run is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Where {
+    Dev,
+    Real,
+}
+
+/// Where the suite runs: the devcluster, with its own faults and its store's broadcast to
+/// observe; or a real control plane (storing JSON, so that etcd's watch decodes) behind the
+/// fault proxy, with the simulator playing the kubelet over the API.
+enum Plane {
+    Dev(DevCluster),
+    Real {
+        proxy: windlass_devcluster::proxy::FaultProxy,
+        simulator: tokio::task::JoinHandle<()>,
+        plane: windlass_kubeplane::ControlPlane,
+    },
+}
+
+impl Plane {
+    /// Starts it, and writes a kubeconfig for its faulted API (the devcluster, or the proxy).
+    async fn start(at: Where, kubeconfig: &Path) -> Plane {
+        match at {
+            Where::Dev => {
+                let cluster = DevCluster::start(Options {
+                    cron_speedup: 60.0,
+                    ..Options::default()
+                })
+                .await
+                .expect("the devcluster starts");
+                cluster.write_kubeconfig(kubeconfig).expect("kubeconfig");
+                Plane::Dev(cluster)
+            }
+            Where::Real => {
+                use windlass_devcluster::simulator;
+                let plane =
+                    windlass_kubeplane::ControlPlane::start_with(windlass_kubeplane::Options {
+                        storage_json: true,
+                    })
+                    .await
+                    .expect("the real control plane starts");
+                let admin = plane.config().await.expect("the admin's configuration");
+                simulator::remote::install_snapshot_api(&plane.client().await.expect("a client"))
+                    .await
+                    .expect("the snapshot API");
+                let simulator = tokio::spawn(simulator::remote::run(
+                    admin.clone(),
+                    simulator::Config::from(&Options {
+                        cron_speedup: 60.0,
+                        ..Options::default()
+                    }),
+                ));
+                let proxy = windlass_devcluster::proxy::FaultProxy::start(admin)
+                    .await
+                    .expect("the fault proxy starts");
+                windlass_devcluster::kubeconfig::write(kubeconfig, proxy.url())
+                    .expect("kubeconfig");
+                Plane::Real {
+                    proxy,
+                    simulator,
+                    plane,
+                }
+            }
+        }
+    }
+
+    fn faults(&self) -> &Faults {
+        match self {
+            Plane::Dev(cluster) => cluster.faults(),
+            Plane::Real { proxy, .. } => proxy.faults(),
+        }
+    }
+
+    /// Drops the watch history: a watch resumed from before now gets 410 Gone.
+    async fn compact(&self) {
+        match self {
+            Plane::Dev(cluster) => cluster.compact(),
+            Plane::Real { proxy, .. } => {
+                // The upstream may be briefly unreachable; the next round tries again.
+                let _ = proxy.expire_watch_history().await;
+            }
+        }
+    }
+
+    async fn shutdown(self) {
+        match self {
+            Plane::Dev(cluster) => cluster.shutdown().await,
+            Plane::Real {
+                proxy,
+                simulator,
+                plane,
+            } => {
+                drop(proxy);
+                simulator.abort();
+                drop(plane);
+            }
+        }
+    }
 }
 
 impl Run {
@@ -742,7 +876,7 @@ impl Run {
         tokio::spawn(async move {
             while Instant::now() < until {
                 tokio::time::sleep(Duration::from_secs(4)).await;
-                cluster.compact();
+                cluster.compact().await;
             }
         })
     }
@@ -884,36 +1018,35 @@ fn dev_config(kubeconfig: &Path) -> DevConfig {
     }
 }
 
-async fn run(scale: Scale) -> Report {
+async fn run(scale: Scale, at: Where) -> Report {
     let scratch = tempfile::tempdir().expect("scratch");
-    let cluster = Arc::new(
-        DevCluster::start(Options {
-            cron_speedup: 60.0,
-            ..Options::default()
-        })
-        .await
-        .expect("the devcluster starts"),
-    );
     let kubeconfig = scratch.path().join("kubeconfig");
-    cluster.write_kubeconfig(&kubeconfig).expect("kubeconfig");
-    let client = cluster.client();
+    let cluster = Arc::new(Plane::start(at, &kubeconfig).await);
+    let client = windlass_kubeplane::client_for(&kubeconfig)
+        .await
+        .expect("a client of the faulted API");
 
-    // The observer: every change, from the store.
+    // The observer: every change, from the store or etcd (below the faults either way).
     let record = Arc::new(Mutex::new(Record::default()));
-    let mut events = cluster.events();
-    let observer = {
-        let record = record.clone();
-        tokio::spawn(async move {
-            loop {
-                match events.recv().await {
-                    Ok(event) => record.lock().unwrap().observe(&event),
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                        record.lock().unwrap().missed += n;
+    let observer = match &*cluster {
+        Plane::Dev(dev) => {
+            let mut events = dev.events();
+            let record = record.clone();
+            Observer::Store(tokio::spawn(async move {
+                loop {
+                    match events.recv().await {
+                        Ok(event) => record.lock().unwrap().observe(&event),
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                            record.lock().unwrap().missed += n;
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                     }
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                 }
-            }
-        })
+            }))
+        }
+        Plane::Real { plane, .. } => {
+            Observer::Etcd(EtcdObserver::start(plane, record.clone()).await)
+        }
     };
 
     // CRDs, plugins (as `windlass dev` grants them) and the backup volume; the hosts run apart.
@@ -945,7 +1078,7 @@ async fn run(scale: Scale) -> Report {
     let stop = Instant::now() + scale.window;
     let compacting = run.api_faults(stop);
     for i in 0..scale.parents {
-        create_parent(&run.dbs, i).await;
+        create_parent(&run.dbs, i, at).await;
     }
     tokio::time::sleep_until(stop.into()).await;
     cluster.faults().clear();
@@ -973,7 +1106,7 @@ async fn run(scale: Scale) -> Report {
             Moment::Random => slot.mul_f64(pseudo_random(k as u64)),
             _ => slot,
         };
-        if let Some(hit) = kill_leader_at(&mut hosts, &cluster, moment, wait).await {
+        if let Some(hit) = kill_leader_at(&mut hosts, cluster.faults(), moment, wait).await {
             *kills.entry(hit).or_default() += 1;
         }
         tokio::time::sleep(slot.saturating_sub(started.elapsed())).await;
@@ -990,7 +1123,9 @@ async fn run(scale: Scale) -> Report {
     // 3. Upgrade, while the leader is killed and then the Lease lapses under an API outage.
     run.patch_all(json!({"spec": {"version": NEW}})).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    if let Some(hit) = kill_leader_at(&mut hosts, &cluster, Moment::Random, Duration::ZERO).await {
+    if let Some(hit) =
+        kill_leader_at(&mut hosts, cluster.faults(), Moment::Random, Duration::ZERO).await
+    {
         *kills.entry(hit).or_default() += 1;
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -1055,7 +1190,8 @@ async fn run(scale: Scale) -> Report {
         delete_parent(&run.dbs, i).await;
         if (i + 1) % share == 0 && (i + 1) / share <= finalize_kills {
             let wait = scale.window / (2 * finalize_kills as u32);
-            if let Some(hit) = kill_leader_at(&mut hosts, &cluster, Moment::MidFinalize, wait).await
+            if let Some(hit) =
+                kill_leader_at(&mut hosts, cluster.faults(), Moment::MidFinalize, wait).await
             {
                 *kills.entry(hit).or_default() += 1;
             }
@@ -1085,7 +1221,21 @@ async fn run(scale: Scale) -> Report {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = usage(&hosts).await;
 
-    observer.abort();
+    match observer {
+        Observer::Store(task) => task.abort(),
+        Observer::Etcd(etcd) => {
+            let Plane::Real { plane, .. } = &*cluster else {
+                unreachable!("etcd is observed on the real plane")
+            };
+            let (covered, caught_up) = etcd.finish(plane).await;
+            let mut record = record.lock().unwrap();
+            record.missed += covered.compacted + covered.undecoded.len() as u64;
+            if !caught_up {
+                // What it had not read by the end counts as missed.
+                record.missed += 1;
+            }
+        }
+    }
     let record = std::mem::take(&mut *record.lock().unwrap());
     for h in &hosts {
         println!(
@@ -1106,6 +1256,7 @@ async fn run(scale: Scale) -> Report {
         missed: record.missed,
         events: record.events,
         split,
+        injected: cluster.faults().injected(),
     };
     drop(hosts);
     drop(run);
@@ -1184,7 +1335,7 @@ impl Moment {
 /// after the kill. Returns the moment hit, or None without a leader to kill.
 async fn kill_leader_at(
     hosts: &mut [Host],
-    cluster: &DevCluster,
+    faults: &Faults,
     moment: Moment,
     wait: Duration,
 ) -> Option<Moment> {
@@ -1192,7 +1343,7 @@ async fn kill_leader_at(
         tokio::time::sleep(wait).await;
         None
     } else {
-        let request = cluster.faults().hold(move |r| moment.matches(r));
+        let request = faults.hold(move |r| moment.matches(r));
         tokio::time::timeout(wait, request)
             .await
             .ok()
@@ -1245,7 +1396,13 @@ struct Report {
     events: u64,
     /// Samples (every 250 ms, during and after each Lease lapse) with both hosts leading.
     split: usize,
+    /// Answers injected by the faults, by code.
+    injected: BTreeMap<u16, u64>,
 }
+
+/// The codes the suite's faults inject: 500, 409 and 429 (the mix), 504 (timeouts), 503 (the
+/// outages). A run where one never came did not test it.
+const INJECTED: [u16; 5] = [409, 429, 500, 503, 504];
 
 /// The larger host's memory may grow by this factor across the last two phases and still
 /// count as flat (the heap settles at a size; a leak grows with the work done). The larger,
@@ -1274,6 +1431,9 @@ impl Report {
             && self.split == 0
             && self.flat()
             && self.aimed()
+            && INJECTED
+                .iter()
+                .all(|c| self.injected.get(c).copied().unwrap_or(0) > 0)
     }
 
     /// Whether kills hit each aimed moment at least once (else the suite did not test them).
@@ -1319,6 +1479,16 @@ impl std::fmt::Display for Report {
             self.kills.values().sum::<usize>(),
             kills.join(", "),
             self.events
+        )?;
+        let injected: Vec<String> = self
+            .injected
+            .iter()
+            .map(|(code, n)| format!("{code} ×{n}"))
+            .collect();
+        writeln!(
+            f,
+            "answers injected: {} (each of {INJECTED:?} needed)",
+            injected.join(", ")
         )?;
         writeln!(
             f,
@@ -1371,7 +1541,6 @@ impl std::fmt::Display for Report {
 /// The real plane's observer: etcd's watch ([`etcd::watch`]) from the revision at its start,
 /// feeding a [`Record`] as the devcluster's store broadcast does.
 struct EtcdObserver {
-    record: Arc<Mutex<Record>>,
     gaps: Arc<Mutex<etcd::Gaps>>,
     seen: Arc<std::sync::atomic::AtomicU64>,
     from: u64,
@@ -1388,9 +1557,9 @@ struct Covered {
 }
 
 impl EtcdObserver {
-    /// Watches from the revision after etcd's current one. The plane must store JSON.
-    async fn start(plane: &windlass_kubeplane::ControlPlane) -> Self {
-        let record = Arc::new(Mutex::new(Record::default()));
+    /// Watches from the revision after etcd's current one, into `record`. The plane must
+    /// store JSON.
+    async fn start(plane: &windlass_kubeplane::ControlPlane, record: Arc<Mutex<Record>>) -> Self {
         let gaps = Arc::new(Mutex::new(etcd::Gaps::default()));
         let seen = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let from = etcd::revision(plane.etcd_url())
@@ -1422,7 +1591,6 @@ impl EtcdObserver {
             ))
         };
         EtcdObserver {
-            record,
             gaps,
             seen,
             from,
@@ -1431,8 +1599,8 @@ impl EtcdObserver {
     }
 
     /// Waits (up to a minute) until it has read up to etcd's revision now, stops, and returns
-    /// the record, what it covered, and whether it caught up.
-    async fn finish(self, plane: &windlass_kubeplane::ControlPlane) -> (Record, Covered, bool) {
+    /// what it covered and whether it caught up.
+    async fn finish(self, plane: &windlass_kubeplane::ControlPlane) -> (Covered, bool) {
         let end = etcd::revision(plane.etcd_url())
             .await
             .expect("etcd's revision");
@@ -1444,7 +1612,6 @@ impl EtcdObserver {
         .await
         .is_ok();
         self.task.abort();
-        let record = std::mem::take(&mut *self.record.lock().unwrap());
         let gaps = self.gaps.lock().unwrap().clone();
         let covered = Covered {
             compacted: gaps.compacted,
@@ -1452,8 +1619,15 @@ impl EtcdObserver {
             from: self.from,
             to: end,
         };
-        (record, covered, caught_up)
+        (covered, caught_up)
     }
+}
+
+/// A run's observer.
+enum Observer {
+    /// The devcluster's store broadcast.
+    Store(tokio::task::JoinHandle<()>),
+    Etcd(EtcdObserver),
 }
 
 /// The observer can fail: on a real plane with no host, each invariant is broken once by hand
@@ -1477,11 +1651,12 @@ async fn the_etcd_observer_counts_each_broken_invariant() {
     dev::prepare(&client, &dev_config(&plane.kubeconfig()))
         .await
         .expect("installed");
-    let observer = EtcdObserver::start(&plane).await;
+    let record = Arc::new(Mutex::new(Record::default()));
+    let observer = EtcdObserver::start(&plane, record.clone()).await;
 
     let dbs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &sampledb_resource());
     let db = dbs
-        .create(&PostParams::default(), &sampledb(0))
+        .create(&PostParams::default(), &sampledb(0, Where::Real))
         .await
         .expect("a SampleDB");
     let (db_name, uid) = (name(0), db.metadata.uid.clone().expect("uid"));
@@ -1558,7 +1733,8 @@ async fn the_etcd_observer_counts_each_broken_invariant() {
         .await
         .expect("the Lease taken");
 
-    let (record, covered, caught_up) = observer.finish(&plane).await;
+    let (covered, caught_up) = observer.finish(&plane).await;
+    let record = std::mem::take(&mut *record.lock().unwrap());
     assert!(caught_up, "the observer did not read up to the end");
     assert_eq!(covered.compacted, 0);
     assert!(covered.undecoded.is_empty(), "{:?}", covered.undecoded);
@@ -1633,7 +1809,8 @@ async fn etcd_and_kube_apiserver_restart_under_sampledbs() {
     let client = plane.client().await.expect("a client");
 
     // The observer: every change etcd stores from here on.
-    let observer = EtcdObserver::start(&plane).await;
+    let record = Arc::new(Mutex::new(Record::default()));
+    let observer = EtcdObserver::start(&plane, record.clone()).await;
     simulator::remote::install_snapshot_api(&client)
         .await
         .expect("the snapshot API");
@@ -1678,7 +1855,7 @@ async fn etcd_and_kube_apiserver_restart_under_sampledbs() {
     // Create; etcd restarts.
     let began = Instant::now();
     for i in 0..parents {
-        create_parent(&dbs, i).await;
+        create_parent(&dbs, i, Where::Real).await;
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     restart("etcd", Duration::from_secs(2)).await;
@@ -1803,7 +1980,8 @@ async fn etcd_and_kube_apiserver_restart_under_sampledbs() {
         .iter()
         .filter(|c| !ready.contains(*c))
         .collect();
-    let (record, gaps, caught_up) = observer.finish(&plane).await;
+    let (gaps, caught_up) = observer.finish(&plane).await;
+    let record = std::mem::take(&mut *record.lock().unwrap());
     sim.abort();
 
     println!(
