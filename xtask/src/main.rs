@@ -350,6 +350,7 @@ const REAL_CLUSTER_DEVCLUSTER_TESTS: &[&str] = &["kube_rs", "kubectl"];
 const DEVCLUSTER_ONLY_TESTS: &[&str] = &[
     "operator::a_leader_whose_renewals_hang_stops_leading_on_time",
     "operator::a_host_started_during_an_api_outage_loads_its_plugins_once_the_api_is_back",
+    "operator::a_prune_leaves_alone_an_object_made_again_under_the_childs_name",
     "operator::every_parent_converges_through_api_faults",
     "logs_say_the_devcluster_runs_no_containers",
     "a_reflector_relists_after_410_gone",

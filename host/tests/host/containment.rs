@@ -412,6 +412,33 @@ async fn a_plugin_asking_to_run_again_at_once_is_held_to_the_rate_and_its_events
     );
 }
 
+/// The floor on `requeue-after`, 1 s: with the per-parent rate limit out of the way (a burst of
+/// 1,000, then one per 10 ms), a plugin that asks to run again at once runs about once a
+/// second, not a hundred times. (The test above holds by the rate limit alone.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_asking_to_run_again_at_once_waits_the_one_second_floor() {
+    let mut config = operator_config("test", None);
+    config.settings.reconcile_burst = 1000;
+    config.settings.reconcile_every = Duration::from_millis(10);
+    let env = hostile_env_with(
+        "flood",
+        guests::HOSTILE_OUTPUT,
+        json!({"config": {"attack": "flood", "requeueAfter": 0}}),
+        config,
+    )
+    .await;
+    env.create_thing("eager", json!({})).await;
+    reconciled(&env, "eager", "True").await;
+    // A rate needs a window: 4 s of calls.
+    let (before, started) = (calls(&env).await, Instant::now());
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let rate = (calls(&env).await - before) / started.elapsed().as_secs_f64();
+    assert!(
+        (0.5..=1.3).contains(&rate),
+        "{rate} reconciles a second, with a floor of 1 s"
+    );
+}
+
 /// Calls of the flooding plugin so far.
 async fn calls(env: &Env) -> f64 {
     let metrics = env.metrics().await;
@@ -473,6 +500,61 @@ async fn a_guest_asleep_in_a_host_call_is_stopped_at_its_deadline() {
             "{how}: {error}"
         );
     }
+}
+
+/// A refused plugin never stops the controllers of other parent kinds: a WasmPlugin for a kind
+/// the server does not serve, added while Thing's controller runs, is refused, and Thing's
+/// parents go on being reconciled, a changed one and a new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_plugin_of_another_kind_leaves_the_other_kinds_controller_running() {
+    let mut env = Env::start().await;
+    env.with_children_plugin().await;
+    env.create_thing("t1", json!({"names": ["a"], "value": "one"}))
+        .await;
+    eventually("t1's child", || async {
+        (env.children_of("t1").await.len() == 1).then_some(())
+    })
+    .await;
+    env.put_plugin_bytes("gizmo", guests::bytes(guests::CHILDREN))
+        .await;
+    env.put_wasm_plugin("gizmo", ("example.com/v1", "Gizmo"), "gizmo", json!({}))
+        .await;
+    let refused = eventually("the refusal", || async {
+        let status = env.wasm_plugin("gizmo").await.status?;
+        let ready = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")?
+            .clone();
+        (ready.status == "False").then_some(ready)
+    })
+    .await;
+    assert!(refused.message.contains("Gizmo"), "{}", refused.message);
+    env.things()
+        .patch(
+            "t1",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"value": "two"}})),
+        )
+        .await
+        .unwrap();
+    env.create_thing("t2", json!({"names": ["b"], "value": "new"}))
+        .await;
+    eventually("t1 changed and t2 made", || async {
+        let t1 = env.children_of("t1").await;
+        let t2 = env.children_of("t2").await;
+        (t1.len() == 1 && data(&t1[0], "value") == "two" && t2.len() == 1).then_some(())
+    })
+    .await;
+    // Still refused, not retried into serving.
+    let status = env.wasm_plugin("gizmo").await.status.expect("status");
+    assert!(
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "False"),
+        "{status:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -447,6 +447,75 @@ async fn a_failing_plugin_sets_a_condition_naming_it_and_deletes_nothing() {
     .await;
 }
 
+/// A prune deletes only the child the host observed: its delete carries a precondition on that
+/// child's uid, so an object deleted and made again under the same name by someone else while
+/// the prune was on its way is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prune_leaves_alone_an_object_made_again_under_the_childs_name() {
+    let mut env = Env::start().await;
+    env.with_children_plugin().await;
+    env.create_thing("t1", json!({"names": ["a", "b"], "value": "v"}))
+        .await;
+    eventually("two children", || async {
+        (env.children_of("t1").await.len() == 2).then_some(())
+    })
+    .await;
+    // The host's delete of t1-b is held in flight ...
+    let held = env
+        .dev_only("holding a request in flight")
+        .faults()
+        .hold(|r| r.verb == "delete" && r.resource == "configmaps" && r.name == "t1-b");
+    env.things()
+        .patch(
+            "t1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"names": ["a"]}})),
+        )
+        .await
+        .unwrap();
+    let held = tokio::time::timeout(WAIT, held)
+        .await
+        .expect("the prune of t1-b")
+        .expect("held");
+    // ... while someone else deletes t1-b and makes their own under that name.
+    let config_maps = env.config_maps();
+    config_maps
+        .delete("t1-b", &DeleteParams::default())
+        .await
+        .unwrap();
+    let theirs: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "t1-b", "labels": {"app": "someone-else"}},
+        "data": {"value": "theirs"},
+    }))
+    .unwrap();
+    let theirs = config_maps
+        .create(&PostParams::default(), &theirs)
+        .await
+        .unwrap();
+    let before = serde_json::to_value(&theirs).unwrap();
+    drop(held);
+    // The host's reconcile ends (its prune refused by the precondition, or done): t1 says so
+    // after it. Then theirs is untouched.
+    eventually("t1 reconciled after the prune", || async {
+        let t = serde_json::to_value(env.things().get("t1").await.ok()?).ok()?;
+        let generation = t["metadata"]["generation"].as_i64()?;
+        let c = condition(&t, "Reconciled")?;
+        (c["observedGeneration"].as_i64() == Some(generation)).then_some(())
+    })
+    .await;
+    let (history, through) = history_since(
+        &config_maps,
+        before["metadata"]["resourceVersion"].as_str().unwrap(),
+    )
+    .await;
+    assert!(
+        !went(&history, "t1-b"),
+        "their t1-b was deleted by RV {through}"
+    );
+    let now = serde_json::to_value(config_maps.get("t1-b").await.unwrap()).unwrap();
+    assert_eq!(now, before, "their t1-b changed");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_parent_finalizes_first_then_its_children_go() {
     let mut env = Env::start().await;

@@ -179,6 +179,27 @@ fn a_hundred_thousand_objects_are_refused_by_the_object_cap() {
     assert_still_serving();
 }
 
+/// The 8 MiB cap on one plugin's output: 100 ConfigMaps of 90,000 bytes each (under the object
+/// cap) are refused whole, naming the size; 90 of them (7.7 MiB) pass.
+#[test]
+fn nine_mebibytes_of_objects_are_refused_by_the_byte_cap() {
+    let big = |count: u64| json!({"do": "manyObjects", "count": count, "bytes": 90_000});
+    let Err(err) = run_pipeline_with(load(guests::MISBEHAVE), big(100)) else {
+        panic!("100 objects of 90,000 bytes were accepted");
+    };
+    let message = err.to_string();
+    assert!(
+        message.starts_with("plugin guest-misbehave: invalid output (OutputTooLarge): desired: 90")
+            && message.ends_with(" bytes is more than the limit of 8388608"),
+        "{message}"
+    );
+    assert_eq!(err.reason(), "InvalidOutput");
+    let out = run_pipeline_with(load(guests::MISBEHAVE), big(90))
+        .unwrap_or_else(|e| panic!("7.7 MiB is refused: {e}"));
+    assert_eq!(out.desired.len(), 90);
+    assert_still_serving();
+}
+
 #[test]
 fn a_cluster_role_binding_is_refused_unless_granted() {
     let err = run_pipeline_with(load(guests::MISBEHAVE), json!({"do": "clusterRoleBinding"}))

@@ -6,7 +6,8 @@
 //! - `readFile`: reads `path` (default `/etc/passwd`): there is no filesystem.
 //! - `readEnv`: reports its environment, arguments and working directory: all empty.
 //! - `socket`: connects to `address` (default `127.0.0.1:80`): there is no network.
-//! - `manyObjects`: returns 100,000 ConfigMaps: the object cap.
+//! - `manyObjects`: returns `count` ConfigMaps (default 100,000: the object cap), each with
+//!   `bytes` bytes of data (default none: the byte cap).
 //! - `clusterRoleBinding`: returns a ClusterRoleBinding to cluster-admin: a privileged,
 //!   cluster-scoped kind.
 //! - `loop`: never returns: the time limit (or the fuel limit) must interrupt it.
@@ -84,9 +85,15 @@ impl Plugin for Misbehave {
                 }
             }
             "manyObjects" => {
+                let count = config["count"].as_u64().unwrap_or(100_000);
+                let padding = "x".repeat(config["bytes"].as_u64().unwrap_or(0) as usize);
                 let mut out = ctx.output();
-                out.desired_mut().extend((0..100_000).map(|i| {
-                    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("cm-{i}")}})
+                out.desired_mut().extend((0..count).map(|i| {
+                    let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("cm-{i}")}});
+                    if !padding.is_empty() {
+                        cm["data"] = json!({"padding": padding});
+                    }
+                    cm
                 }));
                 Ok(out)
             }
