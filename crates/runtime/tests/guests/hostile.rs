@@ -959,6 +959,27 @@ fn thirty_three_conditions_in_one_call_are_refused() {
     assert_still_serving();
 }
 
+/// A status fragment is kept to 64 KiB of JSON: one of 70,000 bytes is refused naming its size;
+/// one of 60,000 passes.
+#[test]
+fn a_status_fragment_over_64_kib_is_refused() {
+    Refusal {
+        plugin: "guest-hostile-output",
+        rule: Rule::OutputTooLarge,
+        object: "status",
+        field: "",
+        why: &["70014 bytes is more than the limit of 65536"],
+    }
+    .assert(&run_flood(json!({"statusBytes": 70_000})));
+    let out = run_flood(json!({"statusBytes": 60_000})).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        out.status["padding"].as_str().map(str::len),
+        Some(60_000),
+        "the fragment passed whole"
+    );
+    assert_still_serving();
+}
+
 #[test]
 fn long_event_notes_are_cut_to_the_api_servers_limit() {
     let out = run_flood(json!({"events": 3, "messageBytes": 5000})).unwrap();

@@ -13,7 +13,8 @@
 //!   default 0) and `requeue-after-secs` = `requeueAfter` (default none): the host must cap
 //!   each, and put a floor under the requeue. Events are Normal with reason `Flood`; conditions
 //!   are typed `Flood0`, `Flood1`, … (true, reason `Flood`); every message is `messageBytes`
-//!   bytes of `x`, every log line `logBytes` bytes of `x` at level info.
+//!   bytes of `x`, every log line `logBytes` bytes of `x` at level info; with `statusBytes`, a
+//!   status fragment `{"padding": "x…"}` that many bytes of `x` long.
 //! - `pollables`: creates up to 10,000,000 pollables (a one-hour timer each) and keeps them all
 //!   alive. Each is a host-side entry that the guest's memory limit does not count (the guest
 //!   holds a 4-byte handle): the host must cap its resource table, so the run traps long before
@@ -141,7 +142,12 @@ fn flood(config: &Value) -> Result<Response, PluginError> {
     for _ in 0..log_lines {
         log(Level::Info, &log_line);
     }
+    let status = match &config["statusBytes"] {
+        Value::Null => None,
+        _ => Some(json!({"padding": "x".repeat(size(config, "statusBytes")?)}).to_string()),
+    };
     Ok(Response {
+        status,
         conditions: (0..conditions)
             .map(|i| Condition {
                 kind: format!("Flood{i}"),
