@@ -21,7 +21,6 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -109,34 +108,19 @@ impl Drop for FaultProxy {
     }
 }
 
-/// The accept loop, as the devcluster's: a restart drops every connection.
-async fn serve(listener: TcpListener, state: Arc<State>, mut stop: watch::Receiver<bool>) {
-    loop {
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            _ = stop.changed() => return,
-        };
-        let Ok((stream, _)) = accepted else { continue };
-        let _ = stream.set_nodelay(true);
-        let state = state.clone();
-        let mut restarts = state.faults.restarts();
-        restarts.borrow_and_update();
-        let mut stop = stop.clone();
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
-                let state = state.clone();
-                async move { Ok::<_, std::convert::Infallible>(handle(&state, req).await) }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), service);
-            tokio::select! {
-                _ = conn => {}
-                _ = restarts.changed() => {}
-                _ = stop.changed() => {}
-            }
-        });
-    }
+/// The devcluster's accept loop: a restart drops every connection.
+async fn serve(listener: TcpListener, state: Arc<State>, stop: watch::Receiver<bool>) {
+    let faults = state.clone();
+    crate::server::accept(
+        listener,
+        move || faults.faults.restarts(),
+        stop,
+        move |req: hyper::Request<Incoming>| {
+            let state = state.clone();
+            async move { Ok::<_, std::convert::Infallible>(handle(&state, req).await) }
+        },
+    )
+    .await;
 }
 
 async fn handle(state: &State, req: hyper::Request<Incoming>) -> Response {

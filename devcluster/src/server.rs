@@ -16,8 +16,34 @@ pub async fn serve(
     listener: TcpListener,
     router: Router,
     cluster: Arc<Cluster>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
+    accept(
+        listener,
+        move || cluster.faults.restarts(),
+        stop,
+        move |req: hyper::Request<Incoming>| {
+            let router = router.clone();
+            async move { router.oneshot(req.map(axum::body::Body::new)).await }
+        },
+    )
+    .await;
+}
+
+/// The accept loop of HTTP/1.1 connections, each request answered by `handle`, until `stop`
+/// turns true; a change of `restarts()` (a fault-injected restart) closes every connection
+/// open then. The devcluster's server and the fault proxy (`proxy.rs`) both run on it.
+pub(crate) async fn accept<H, F>(
+    listener: TcpListener,
+    restarts: impl Fn() -> watch::Receiver<u64>,
+    mut stop: watch::Receiver<bool>,
+    handle: H,
+) where
+    H: Fn(hyper::Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: std::future::Future<Output = Result<axum::response::Response, std::convert::Infallible>>
+        + Send
+        + 'static,
+{
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
@@ -25,15 +51,12 @@ pub async fn serve(
         };
         let Ok((stream, _)) = accepted else { continue };
         let _ = stream.set_nodelay(true);
-        let router = router.clone();
-        let mut restarts = cluster.faults.restarts();
+        let handle = handle.clone();
+        let mut restarts = restarts();
         restarts.borrow_and_update();
         let mut stop = stop.clone();
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
-                let router = router.clone();
-                async move { router.oneshot(req.map(axum::body::Body::new)).await }
-            });
+            let service = hyper::service::service_fn(handle);
             let conn = hyper::server::conn::http1::Builder::new()
                 .keep_alive(true)
                 .serve_connection(TokioIo::new(stream), service);

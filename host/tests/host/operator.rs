@@ -97,12 +97,8 @@ async fn a_sampledb_gets_owned_labelled_children_and_becomes_ready() {
 async fn editing_the_spec_updates_children_and_prunes_stale_ones() {
     let mut env = Env::start().await;
     env.with_children_plugin().await;
-    env.create_thing("t1", json!({"names": ["a", "b"], "value": "one"}))
+    env.create_thing_with_children("t1", json!({"names": ["a", "b"], "value": "one"}), 2)
         .await;
-    eventually("two children", || async {
-        (env.children_of("t1").await.len() == 2).then_some(())
-    })
-    .await;
     env.things()
         .patch(
             "t1",
@@ -128,12 +124,8 @@ async fn editing_the_spec_updates_children_and_prunes_stale_ones() {
 async fn a_pipeline_missing_a_wasm_plugin_prunes_nothing_until_it_serves() {
     let mut env = Env::start().await;
     env.with_children_plugin().await;
-    env.create_thing("t1", json!({"names": ["a", "b"], "value": "one"}))
+    env.create_thing_with_children("t1", json!({"names": ["a", "b"], "value": "one"}), 2)
         .await;
-    eventually("two children", || async {
-        (env.children_of("t1").await.len() == 2).then_some(())
-    })
-    .await;
     // A second WasmPlugin of the kind whose source does not exist: it cannot serve.
     env.put_wasm_plugin(
         "later",
@@ -283,12 +275,8 @@ async fn updating_the_plugins_config_map_swaps_the_logic_without_a_restart() {
 async fn broken_version_is_refused(bytes: Vec<u8>, spec: Option<Value>, reason: &str) {
     let mut env = Env::start().await;
     env.with_children_plugin().await;
-    env.create_thing("t1", json!({"names": ["a", "b"], "value": "v"}))
+    env.create_thing_with_children("t1", json!({"names": ["a", "b"], "value": "v"}), 2)
         .await;
-    eventually("two children", || async {
-        (env.children_of("t1").await.len() == 2).then_some(())
-    })
-    .await;
     let good = windlass::runtime::digest(&guests::bytes(guests::CHILDREN));
     let ready_since = |status: &windlass::crd::WasmPluginStatus| {
         status
@@ -454,12 +442,8 @@ async fn a_failing_plugin_sets_a_condition_naming_it_and_deletes_nothing() {
 async fn a_prune_leaves_alone_an_object_made_again_under_the_childs_name() {
     let mut env = Env::start().await;
     env.with_children_plugin().await;
-    env.create_thing("t1", json!({"names": ["a", "b"], "value": "v"}))
+    env.create_thing_with_children("t1", json!({"names": ["a", "b"], "value": "v"}), 2)
         .await;
-    eventually("two children", || async {
-        (env.children_of("t1").await.len() == 2).then_some(())
-    })
-    .await;
     // The host's delete of t1-b is held in flight ...
     let held = env
         .dev_only("holding a request in flight")

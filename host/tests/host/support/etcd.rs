@@ -179,19 +179,77 @@ async fn watch_once(
     }
 }
 
-/// `group/plural` of a storage key: `/registry/<group>/<plural>/…` for a custom resource (its
-/// group has a dot), `/registry/<plural>/…` for a built-in one (its group from the object).
+/// `group/plural` of a storage key: `/registry/<group>/<plural>/…` for a resource of a group
+/// with a dot in its name (custom resources, aggregated APIs), `/registry/<prefix>/…` for a
+/// built-in one, its group from the object. A few built-in resources keep a storage prefix of
+/// their own that is not their plural (kube-apiserver's, kept for old clusters' data).
 fn resource(key: &str, object: &Value) -> String {
     let mut parts = key.trim_start_matches("/registry/").split('/');
     let first = parts.next().unwrap_or_default();
+    let second = parts.next().unwrap_or_default();
     if first.contains('.') {
-        return format!("{first}/{}", parts.next().unwrap_or_default());
+        return format!("{first}/{second}");
     }
+    let plural = match (first, second) {
+        ("services", "specs") => "services",
+        ("services", "endpoints") => "endpoints",
+        ("minions", _) => "nodes",
+        ("controllers", _) => "replicationcontrollers",
+        ("ingress", _) => "ingresses",
+        _ => first,
+    };
     let group = object["apiVersion"]
         .as_str()
         .and_then(|v| v.split_once('/'))
         .map_or("", |(group, _)| group);
-    format!("{group}/{first}")
+    format!("{group}/{plural}")
+}
+
+#[test]
+fn storage_keys_name_their_resources_as_the_devcluster_does() {
+    let object = |api_version: &str| json!({"apiVersion": api_version});
+    for (key, api_version, want) in [
+        ("/registry/configmaps/default/a", "v1", "/configmaps"),
+        ("/registry/services/specs/default/db", "v1", "/services"),
+        (
+            "/registry/services/endpoints/default/db",
+            "v1",
+            "/endpoints",
+        ),
+        ("/registry/minions/node-1", "v1", "/nodes"),
+        (
+            "/registry/controllers/default/rc",
+            "v1",
+            "/replicationcontrollers",
+        ),
+        (
+            "/registry/ingress/default/web",
+            "networking.k8s.io/v1",
+            "networking.k8s.io/ingresses",
+        ),
+        (
+            "/registry/statefulsets/default/db",
+            "apps/v1",
+            "apps/statefulsets",
+        ),
+        (
+            "/registry/leases/windlass-system/windlass-leader",
+            "coordination.k8s.io/v1",
+            "coordination.k8s.io/leases",
+        ),
+        (
+            "/registry/samples.windlass.dev/sampledbs/default/db-000",
+            "samples.windlass.dev/v1alpha1",
+            "samples.windlass.dev/sampledbs",
+        ),
+        (
+            "/registry/snapshot.storage.k8s.io/volumesnapshots/default/s",
+            "snapshot.storage.k8s.io/v1",
+            "snapshot.storage.k8s.io/volumesnapshots",
+        ),
+    ] {
+        assert_eq!(resource(key, &object(api_version)), want, "{key}");
+    }
 }
 
 /// A base64 field as text (empty when missing).

@@ -68,42 +68,65 @@ pub fn rv_number(rv: Option<&String>) -> u64 {
 
 /// What happened to `api`'s objects after resourceVersion `from`, in order, up to the
 /// resourceVersion the server is at when this is called (returned too): the server's watch
-/// history, replayed by a watch from `from` that the server ends after a second. It is how a
+/// history, replayed by a watch from `from` that the server ends after a while. It is how a
 /// test says "and nothing else happened up to RV X" without sleeping for a while and hoping.
+/// The read is checked: every object there now that changed after `from` (and by X) must be in
+/// it, or the watch is read again, waiting longer (1, 3, then 10 s), and the test fails if it
+/// never is.
 pub async fn history_since<K>(api: &Api<K>, from: &str) -> (Vec<kube::api::WatchEvent<K>>, u64)
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     use futures::StreamExt;
     use kube::api::{WatchEvent, WatchParams};
-    let through = rv_number(
-        api.list_metadata(&ListParams::default().limit(1))
-            .await
-            .expect("list")
-            .metadata
-            .resource_version
-            .as_ref(),
-    );
-    let mut stream = api
-        .watch(&WatchParams::default().timeout(1), from)
+    let after = rv_number(Some(&from.to_string()));
+    let now = api
+        .list_metadata(&ListParams::default())
         .await
-        .unwrap_or_else(|e| panic!("watch from {from}: {e}"))
-        .boxed();
-    let mut events = Vec::new();
-    while let Some(event) = stream.next().await {
-        let event = event.unwrap_or_else(|e| panic!("watch from {from}: {e}"));
-        let rv = match &event {
-            WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
-                rv_number(o.meta().resource_version.as_ref())
+        .expect("list");
+    let through = rv_number(now.metadata.resource_version.as_ref());
+    let changed: Vec<u64> = now
+        .items
+        .iter()
+        .map(|o| rv_number(o.metadata.resource_version.as_ref()))
+        .filter(|rv| (after + 1..=through).contains(rv))
+        .collect();
+    for secs in [1, 3, 10] {
+        let mut stream = api
+            .watch(&WatchParams::default().timeout(secs), from)
+            .await
+            .unwrap_or_else(|e| panic!("watch from {from}: {e}"))
+            .boxed();
+        let mut events = Vec::new();
+        while let Some(event) = stream.next().await {
+            let event = event.unwrap_or_else(|e| panic!("watch from {from}: {e}"));
+            let rv = match &event {
+                WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
+                    rv_number(o.meta().resource_version.as_ref())
+                }
+                WatchEvent::Bookmark(_) => continue,
+                WatchEvent::Error(e) => panic!("watch from {from}: {e:?}"),
+            };
+            if rv <= through {
+                events.push(event);
             }
-            WatchEvent::Bookmark(_) => continue,
-            WatchEvent::Error(e) => panic!("watch from {from}: {e:?}"),
-        };
-        if rv <= through {
-            events.push(event);
+        }
+        let read: std::collections::HashSet<u64> = events
+            .iter()
+            .filter_map(|e| match e {
+                WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
+                    Some(rv_number(o.meta().resource_version.as_ref()))
+                }
+                _ => None,
+            })
+            .collect();
+        if changed.iter().all(|rv| read.contains(rv)) {
+            return (events, through);
         }
     }
-    (events, through)
+    panic!(
+        "the watch history from RV {from} never reached the changes {changed:?} (up to RV {through})"
+    )
 }
 
 /// Whether `history` (of [`history_since`]) shows `name` deleted or marked for deletion.
@@ -408,6 +431,15 @@ impl Env {
 
     pub fn things(&self) -> Api<DynamicObject> {
         Api::namespaced_with(self.client.clone(), "shop", &thing_resource())
+    }
+
+    /// Creates a Thing and waits until it has `children` children.
+    pub async fn create_thing_with_children(&self, name: &str, spec: Value, children: usize) {
+        self.create_thing(name, spec).await;
+        eventually(&format!("{children} children of {name}"), || async {
+            (self.children_of(name).await.len() == children).then_some(())
+        })
+        .await;
     }
 
     pub async fn create_thing(&self, name: &str, spec: Value) {
