@@ -1178,20 +1178,39 @@ async fn a_stopped_host_reconciles_nothing_more() {
     let env = Env::start().await;
     env.install_children_plugin().await;
     let (stop, _handle, task) = env.start_host("a", None).await;
-    env.create_thing("t1", json!({"names": ["a"], "value": "v"}))
+    let started = std::time::Instant::now();
+    env.create_thing_with_children("t1", json!({"names": ["a"], "value": "v"}), 1)
         .await;
-    eventually("reconciled while running", || async {
-        (env.children_of("t1").await.len() == 1).then_some(())
-    })
-    .await;
+    let running_took = started.elapsed();
     stop.send(true).unwrap();
     task.await.unwrap();
+    let from = env
+        .config_maps()
+        .list_metadata(&ListParams::default().limit(1))
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .expect("resourceVersion");
     env.create_thing("t2", json!({"names": ["a"], "value": "v"}))
         .await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // A stopped process gives no sign that it does nothing: the window is ten times what the
+    // running host took for t1 (at least 2 s), so a slow machine widens it; then nothing of
+    // t2's may be in the watch history up to the RV at its end.
+    tokio::time::sleep((running_took * 10).max(Duration::from_secs(2))).await;
+    let (history, through) = history_since(&env.config_maps(), &from).await;
+    let written: Vec<_> = history
+        .iter()
+        .filter(|e| match e {
+            WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
+                o.name_any().starts_with("t2-")
+            }
+            _ => false,
+        })
+        .collect();
     assert!(
-        env.children_of("t2").await.is_empty(),
-        "a stopped host reconciled a new parent"
+        written.is_empty(),
+        "a stopped host reconciled a new parent by RV {through} ({running_took:?} when it ran): {written:?}"
     );
 }
 
