@@ -84,15 +84,7 @@ where
         .as_str()
         .expect("the snapshot's resourceVersion");
     let (history, through) = history_since(api, from).await;
-    let touched: Vec<_> = history
-        .iter()
-        .filter(|e| match e {
-            kube::api::WatchEvent::Added(o)
-            | kube::api::WatchEvent::Modified(o)
-            | kube::api::WatchEvent::Deleted(o) => o.meta().name.as_deref() == Some(name),
-            _ => false,
-        })
-        .collect();
+    let touched = written(&history, |n| n == name);
     assert!(
         touched.is_empty(),
         "{name} was written between RV {from} and RV {through}: {touched:?}"
@@ -112,6 +104,23 @@ async fn omit(env: &Env, name: &str) {
         .await
         .unwrap();
     reconciled(env, name, "True").await;
+}
+
+/// The WasmPlugin `name`'s `Ready` condition once it is False: its refusal.
+async fn refusal(
+    env: &Env,
+    name: &str,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+    eventually(&format!("{name} refused"), || async {
+        let status = env.wasm_plugin(name).await.status?;
+        let ready = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")?
+            .clone();
+        (ready.status == "False").then_some(ready)
+    })
+    .await
 }
 
 /// After an attack: a parent with a harmless spec is still served.
@@ -526,16 +535,7 @@ async fn a_refused_plugin_of_another_kind_leaves_the_other_kinds_controller_runn
         .await;
     env.put_wasm_plugin("gizmo", ("example.com/v1", "Gizmo"), "gizmo", json!({}))
         .await;
-    let refused = eventually("the refusal", || async {
-        let status = env.wasm_plugin("gizmo").await.status?;
-        let ready = status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == "Ready")?
-            .clone();
-        (ready.status == "False").then_some(ready)
-    })
-    .await;
+    let refused = refusal(&env, "gizmo").await;
     assert!(refused.message.contains("Gizmo"), "{}", refused.message);
     env.things()
         .patch(
@@ -573,17 +573,7 @@ async fn a_plugin_declaring_a_kind_the_server_does_not_serve_is_refused_at_load(
         .await;
     env.install_children_plugin().await;
     env.run_operator().await;
-    let wp = eventually("the refusal", || async {
-        let wp = env.wasm_plugin("unserved").await;
-        let status = wp.status?;
-        let ready = status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == "Ready")?
-            .clone();
-        (ready.status == "False").then_some(ready)
-    })
-    .await;
+    let wp = refusal(&env, "unserved").await;
     assert_eq!(wp.reason, "KindNotServed");
     assert!(
         wp.message.contains("example.com/v1/Nothing"),

@@ -134,14 +134,7 @@ async fn a_pipeline_missing_a_wasm_plugin_prunes_nothing_until_it_serves() {
         json!({"order": 20}),
     )
     .await;
-    let from = env
-        .config_maps()
-        .list_metadata(&ListParams::default().limit(1))
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .expect("resourceVersion");
+    let from = current_rv(&env.config_maps()).await;
     env.things()
         .patch(
             "t1",
@@ -160,15 +153,7 @@ async fn a_pipeline_missing_a_wasm_plugin_prunes_nothing_until_it_serves() {
     // Meanwhile nothing is applied or pruned: b stays, a keeps the old value. The refusal is
     // written where the applies and prunes would have been, after them: none up to now.
     let (history, through) = history_since(&env.config_maps(), &from).await;
-    let written: Vec<_> = history
-        .iter()
-        .filter(|e| match e {
-            WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
-                o.name_any().starts_with("t1-")
-            }
-            _ => false,
-        })
-        .collect();
+    let written = written(&history, |name| name.starts_with("t1-"));
     assert!(
         written.is_empty(),
         "t1's children written by RV {through}: {written:?}"
@@ -1184,14 +1169,7 @@ async fn a_stopped_host_reconciles_nothing_more() {
     let running_took = started.elapsed();
     stop.send(true).unwrap();
     task.await.unwrap();
-    let from = env
-        .config_maps()
-        .list_metadata(&ListParams::default().limit(1))
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .expect("resourceVersion");
+    let from = current_rv(&env.config_maps()).await;
     env.create_thing("t2", json!({"names": ["a"], "value": "v"}))
         .await;
     // A stopped process gives no sign that it does nothing: the window is ten times what the
@@ -1199,15 +1177,7 @@ async fn a_stopped_host_reconciles_nothing_more() {
     // t2's may be in the watch history up to the RV at its end.
     tokio::time::sleep((running_took * 10).max(Duration::from_secs(2))).await;
     let (history, through) = history_since(&env.config_maps(), &from).await;
-    let written: Vec<_> = history
-        .iter()
-        .filter(|e| match e {
-            WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
-                o.name_any().starts_with("t2-")
-            }
-            _ => false,
-        })
-        .collect();
+    let written = written(&history, |name| name.starts_with("t2-"));
     assert!(
         written.is_empty(),
         "a stopped host reconciled a new parent by RV {through} ({running_took:?} when it ran): {written:?}"

@@ -129,6 +129,36 @@ where
     )
 }
 
+/// The events of `history` (of [`history_since`]) about objects whose name `names` picks.
+pub fn written<'a, K: kube::Resource>(
+    history: &'a [kube::api::WatchEvent<K>],
+    names: impl Fn(&str) -> bool,
+) -> Vec<&'a kube::api::WatchEvent<K>> {
+    use kube::api::WatchEvent;
+    history
+        .iter()
+        .filter(|e| match e {
+            WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
+                names(o.meta().name.as_deref().unwrap_or_default())
+            }
+            _ => false,
+        })
+        .collect()
+}
+
+/// The resourceVersion `api`'s server is at now.
+pub async fn current_rv<K>(api: &Api<K>) -> String
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list_metadata(&ListParams::default().limit(1))
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .expect("resourceVersion")
+}
+
 /// Whether `history` (of [`history_since`]) shows `name` deleted or marked for deletion.
 pub fn went<K: kube::Resource>(history: &[kube::api::WatchEvent<K>], name: &str) -> bool {
     use kube::api::WatchEvent;
