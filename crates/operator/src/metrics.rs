@@ -40,6 +40,15 @@ pub struct KindLabel {
     pub kind: String,
 }
 
+/// Labels of the queue-wait series.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLane {
+    /// Parent kind (`group/version/Kind`).
+    pub kind: String,
+    /// `changed`, `swapped` or `resync`.
+    pub lane: String,
+}
+
 /// Labels of the write series.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WriteOutcome {
@@ -117,6 +126,9 @@ pub struct Metrics {
     pub writes: Family<WriteOutcome, Counter>,
     /// Parents waiting for a reconcile to start, by parent kind (see `controller::queue`).
     pub queue_depth: Family<KindLabel, Gauge>,
+    /// How long reconciles waited for leave to run, by parent kind and lane (see
+    /// `controller::gate`).
+    pub queue_wait_seconds: Histograms<KindLane>,
     /// Reconciles running now.
     pub in_flight: Gauge,
     /// 1 while this instance is the leader.
@@ -145,6 +157,7 @@ impl Default for Metrics {
             hot_swaps: Family::default(),
             writes: Family::default(),
             queue_depth: Family::default(),
+            queue_wait_seconds: Family::new_with_constructor(reconcile_buckets),
             in_flight: Gauge::default(),
             leader: Gauge::default(),
             policy_refusals: Family::default(),
@@ -200,6 +213,11 @@ impl Default for Metrics {
                 m.queue_depth.clone(),
             );
             r.register(
+                "queue_wait_seconds",
+                "How long due reconciles waited for leave to run, by parent kind and lane (changed, swapped, resync)",
+                m.queue_wait_seconds.clone(),
+            );
+            r.register(
                 "reconciles_in_flight",
                 "Reconciles running now",
                 m.in_flight.clone(),
@@ -236,6 +254,16 @@ impl Metrics {
         self.queue_depth
             .get_or_create(&KindLabel {
                 kind: kind.to_string(),
+            })
+            .clone()
+    }
+
+    /// The queue-wait histogram of one parent kind and lane.
+    pub fn queue_wait_of(&self, kind: &str, lane: &str) -> Histogram {
+        self.queue_wait_seconds
+            .get_or_create(&KindLane {
+                kind: kind.to_string(),
+                lane: lane.to_string(),
             })
             .clone()
     }

@@ -986,6 +986,121 @@ async fn a_fresh_start_with_many_existing_parents_reconciles_them_all() {
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_saturation_new_changed_and_swapped_parents_go_before_requeues() {
+    // One reconcile at a time, and 40 parents that each keep it busy 50 ms and ask to run
+    // again a second later: twice the work due that can be done, so requeues queue up (about
+    // 2 s each). A new parent, a changed one and a hot swap must not wait behind them.
+    let mut env = Env::start().await;
+    env.put_plugin_bytes("busy", guests::bytes(guests::MISBEHAVE))
+        .await;
+    let busy = |millis: u64| json!({"config": {"do": "busy", "millis": millis}});
+    env.put_wasm_plugin("busy", ("example.com/v1", "Thing"), "busy", busy(50))
+        .await;
+    let mut config = operator_config("test", None);
+    config.settings.concurrency = 1;
+    env.run_operator_with(config).await;
+    for i in 0..40 {
+        env.create_thing(&format!("s{i}"), json!({})).await;
+    }
+    let status_of = |name: String| {
+        let things = env.things();
+        async move {
+            let t = serde_json::to_value(things.get(&name).await.ok()?).ok()?;
+            Some(t["status"].clone())
+        }
+    };
+    for i in 0..40 {
+        eventually(&format!("s{i} reconciled once"), || async {
+            (status_of(format!("s{i}")).await?["observedGeneration"] == 1).then_some(())
+        })
+        .await;
+    }
+    // The backlog builds up: requeues wait longer than a second for their turn.
+    let metrics = env.operator.as_ref().unwrap().health.metrics.clone();
+    eventually("requeues waiting over a second on average", || async {
+        let (sum, count) = wait_seconds(&metrics.encode(), "resync");
+        (count >= 40.0 && sum / count > 1.0).then_some(())
+    })
+    .await;
+    let (sum, count) = wait_seconds(&metrics.encode(), "resync");
+    println!(
+        "requeues waited {:.2} s on average ({count} of them)",
+        sum / count
+    );
+
+    let created = std::time::Instant::now();
+    env.create_thing("late", json!({})).await;
+    eventually("the new parent reconciled", || async {
+        (status_of("late".into()).await?["observedGeneration"] == 1).then_some(())
+    })
+    .await;
+    let new_waited = created.elapsed();
+
+    let changed = std::time::Instant::now();
+    env.things()
+        .patch(
+            "s7",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"edited": true}})),
+        )
+        .await
+        .unwrap();
+    eventually("the changed parent reconciled", || async {
+        (status_of("s7".into()).await?["observedGeneration"] == 2).then_some(())
+    })
+    .await;
+    let changed_waited = changed.elapsed();
+
+    let swapped = std::time::Instant::now();
+    env.put_wasm_plugin("busy", ("example.com/v1", "Thing"), "busy", busy(20))
+        .await;
+    let first_flip = std::cell::Cell::new(None);
+    eventually("every parent on the new logic", || async {
+        let mut flipped = 0;
+        for name in (0..40).map(|i| format!("s{i}")).chain(["late".to_string()]) {
+            flipped += usize::from(status_of(name).await?["busyMillis"] == 20);
+        }
+        if flipped > 0 && first_flip.get().is_none() {
+            first_flip.set(Some(swapped.elapsed()));
+        }
+        (flipped == 41).then_some(())
+    })
+    .await;
+    let first_flip = first_flip.get().expect("a parent flipped");
+    println!(
+        "new parent {new_waited:?}, changed parent {changed_waited:?}, first parent on the \
+         swapped logic {first_flip:?}, all {:?}",
+        swapped.elapsed()
+    );
+    assert!(
+        new_waited < Duration::from_secs(1),
+        "the new parent waited {new_waited:?} behind requeues"
+    );
+    assert!(
+        changed_waited < Duration::from_secs(1),
+        "the changed parent waited {changed_waited:?} behind requeues"
+    );
+    assert!(
+        first_flip < Duration::from_secs(1),
+        "the first parent ran the swapped logic after {first_flip:?}"
+    );
+}
+
+/// The sum and count of the Thing kind's queue waits in `lane`.
+fn wait_seconds(metrics: &str, lane: &str) -> (f64, f64) {
+    let series = |what: &str| {
+        let prefix = format!(
+            r#"windlass_queue_wait_seconds_{what}{{kind="example.com/v1/Thing",lane="{lane}"}} "#
+        );
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .map_or(0.0, |v| v.trim().parse().unwrap())
+    };
+    (series("sum"), series("count"))
+}
+
 /// The Thing kind's `windlass_reconcile_queue_depth`.
 fn queue_depth(metrics: &str) -> i64 {
     let series = r#"windlass_reconcile_queue_depth{kind="example.com/v1/Thing"} "#;

@@ -26,6 +26,7 @@ use tokio_util::task::AbortOnDropHandle;
 use super::{
     context::{Cache, KindCtx},
     error::DiscoveryError,
+    gate::{AGE_LIMIT, Gate},
     index::ChildIndex,
     parent,
     plan::PARENT_UID_LABEL,
@@ -94,7 +95,10 @@ async fn start(
 ) -> Result<tokio::task::JoinHandle<()>, DiscoveryError> {
     let key = parent.key();
     let (resource, namespaced) = shared.discovery.resolve(&key).await?;
-    let queue = Arc::new(Queue::new(shared.metrics.queue_depth_of(&key)));
+    let queue = Arc::new(Queue::new(
+        shared.metrics.queue_depth_of(&key),
+        Gate::new(usize::from(shared.settings.concurrency), AGE_LIMIT),
+    ));
     let mut caches = Vec::new();
     let mut children = Vec::new();
     let mut feeders = Vec::new();
@@ -130,7 +134,9 @@ async fn start(
     feeders.push(AbortOnDropHandle::new(feeder));
     let swapped = queue;
     let mut controller = Controller::for_stream_with(parent_triggers, parents, resource)
-        .with_config(ControllerConfig::default().concurrency(shared.settings.concurrency))
+        // Unbounded: each reconcile waits for one of the kind's `concurrency` permits at the
+        // gate, which orders them (see `gate`).
+        .with_config(ControllerConfig::default().concurrency(0))
         .reconcile_all_on(
             each_change(shared.registry.trigger(&key)).inspect(move |()| swapped.all_changed()),
         );
@@ -258,7 +264,7 @@ fn parent_event(
 ) -> Option<DynamicObject> {
     match event {
         watcher::Event::Apply(o) => {
-            queue.parent_changed(&o.uid().unwrap_or_default());
+            queue.parent_changed(&o.uid().unwrap_or_default(), o.metadata.generation);
             Some(o)
         }
         watcher::Event::InitApply(o) => {

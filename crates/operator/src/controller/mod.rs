@@ -36,6 +36,7 @@ mod context;
 mod discovery;
 mod error;
 mod finalizer;
+mod gate;
 pub mod index;
 pub(crate) mod kinds;
 pub mod limits;

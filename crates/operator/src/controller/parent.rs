@@ -27,23 +27,41 @@ use windlass_policy::pipeline::{Input, Outcome, Pipeline};
 
 use crate::metrics::KindResult;
 
-/// Reconciles one parent, at most as often as the per-parent rate limit allows.
+/// Reconciles one parent, at most as often as the per-parent rate limit allows, once the
+/// kind's gate lets it run (see `gate`).
 pub async fn reconcile(
     obj: Arc<DynamicObject>,
     ctx: Arc<KindCtx>,
 ) -> Result<Action, ReconcileError> {
-    let started = Instant::now();
+    let uid = obj.uid().unwrap_or_default();
     // Deleting parents too: a finalize phase that never finishes and keeps writing would
     // otherwise loop as fast as its own watch events arrive.
-    if let Err(wait) = ctx
-        .shared
-        .reconciles
-        .take(&obj.uid().unwrap_or_default(), started)
-    {
+    if let Err(wait) = ctx.shared.reconciles.take(&uid, Instant::now()) {
         tracing::debug!(parent = %obj.name_any(), ?wait, "reconcile rate limit: later");
         return Ok(Action::requeue(wait));
     }
-    ctx.queue.started(&obj.uid().unwrap_or_default());
+    let lane = ctx.queue.lane(&uid, obj.metadata.generation);
+    let waiting = Instant::now();
+    let permit = ctx.queue.gate.acquire(&uid, lane).await;
+    ctx.shared
+        .metrics
+        .queue_wait_of(&ctx.parent.key(), lane.name())
+        .observe(waiting.elapsed().as_secs_f64());
+    // The parent as it is now: it may have changed, or gone, while it waited.
+    let Some(obj) = ctx.remembered.latest(&obj) else {
+        return Ok(Action::await_change());
+    };
+    // Boxed: the many reconciles waiting above each hold only this much.
+    let result = Box::pin(run(obj, ctx)).await;
+    drop(permit);
+    result
+}
+
+/// One reconcile, given leave to run.
+async fn run(obj: Arc<DynamicObject>, ctx: Arc<KindCtx>) -> Result<Action, ReconcileError> {
+    let started = Instant::now();
+    ctx.queue
+        .started(&obj.uid().unwrap_or_default(), obj.metadata.generation);
     let metrics = &ctx.shared.metrics;
     metrics.in_flight.inc();
     let span = tracing::info_span!(

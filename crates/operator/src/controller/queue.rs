@@ -1,6 +1,8 @@
 //! The reconcile queue's depth, as the host can see it: parents waiting for a reconcile because
 //! something changed — the parent itself, one of its children, or the kind's pipeline (a hot
-//! swap) — and whose reconcile has not started yet.
+//! swap) — and whose reconcile has not started yet. And its order: the lane each due parent
+//! waits in at the kind's [`Gate`], from the generation each parent last started with and
+//! whether a hot swap came since.
 //!
 //! # Why here
 //! kube-runtime's scheduler does not expose its queue. The host sees every trigger it feeds the
@@ -14,16 +16,24 @@
 //! - A deleted parent leaves the set (its queued reconcile never runs), and a child's change
 //!   counts only for a parent the parent watch has seen, so no entry is stranded — also when
 //!   the deletion fell into a gap of the watch: a relist replaces the known parents whole.
+//!   What is kept per parent for its lane goes with it the same way.
 
-use std::{collections::HashSet, sync::Mutex};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Mutex,
+};
 
 use prometheus_client::metrics::gauge::Gauge;
 
-/// The pending set of one parent kind, mirrored into a gauge.
+use super::gate::{Gate, Lane};
+
+/// The pending set of one parent kind, mirrored into a gauge, and the gate its reconciles pass.
 #[derive(Debug)]
 pub struct Queue {
     inner: Mutex<Inner>,
     depth: Gauge,
+    /// The permits reconciles of this kind wait for, in lanes.
+    pub gate: Gate,
 }
 
 #[derive(Debug, Default)]
@@ -34,15 +44,20 @@ struct Inner {
     pending: HashSet<String>,
     /// The parents listed so far while the parent watch relists (`Init` … `InitDone`).
     relisting: Option<HashSet<String>>,
+    /// Known parents → the generation their last reconcile started with.
+    ran: HashMap<String, i64>,
+    /// Known parents whose pipeline changed since their last reconcile started.
+    swapped: HashSet<String>,
 }
 
 impl Queue {
-    /// An empty queue reporting into `depth`.
-    pub fn new(depth: Gauge) -> Self {
+    /// An empty queue reporting into `depth`, its reconciles passing `gate`.
+    pub fn new(depth: Gauge, gate: Gate) -> Self {
         depth.set(0);
         Queue {
             inner: Mutex::default(),
             depth,
+            gate,
         }
     }
 
@@ -53,12 +68,30 @@ impl Queue {
             .set(i64::try_from(inner.pending.len()).unwrap_or(i64::MAX));
     }
 
-    /// The parent was created or changed (or listed).
-    pub fn parent_changed(&self, uid: &str) {
+    /// The parent was created or changed, and is now at `generation`. If it waits at the gate
+    /// with an older generation than it last ran with, it moves up.
+    pub fn parent_changed(&self, uid: &str, generation: Option<i64>) {
+        let mut moved = false;
         self.update(|i| {
             i.known.insert(uid.to_string());
             i.pending.insert(uid.to_string());
+            moved = i.ran.get(uid) != Some(&generation.unwrap_or(0));
         });
+        if moved {
+            self.gate.promote(uid, Lane::Changed);
+        }
+    }
+
+    /// The lane a due parent at `generation` waits in.
+    pub fn lane(&self, uid: &str, generation: Option<i64>) -> Lane {
+        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if inner.ran.get(uid) != Some(&generation.unwrap_or(0)) {
+            Lane::Changed
+        } else if inner.swapped.contains(uid) {
+            Lane::Swapped
+        } else {
+            Lane::Resync
+        }
     }
 
     /// The parent watch starts listing again (after a gap in which deletions may be missed).
@@ -82,6 +115,8 @@ impl Queue {
                 i.known = listed;
                 let known = &i.known;
                 i.pending.retain(|uid| known.contains(uid));
+                i.ran.retain(|uid, _| known.contains(uid));
+                i.swapped.retain(|uid| known.contains(uid));
             }
         });
     }
@@ -91,6 +126,8 @@ impl Queue {
         self.update(|i| {
             i.known.remove(uid);
             i.pending.remove(uid);
+            i.ran.remove(uid);
+            i.swapped.remove(uid);
         });
     }
 
@@ -103,65 +140,108 @@ impl Queue {
         });
     }
 
-    /// Every parent is to be reconciled again (the pipeline changed).
+    /// Every parent is to be reconciled again (the pipeline changed): those waiting at the
+    /// gate for a requeue move up to the swapped lane.
     pub fn all_changed(&self) {
-        self.update(|i| i.pending = i.known.clone());
+        let mut known = Vec::new();
+        self.update(|i| {
+            i.pending = i.known.clone();
+            i.swapped = i.known.clone();
+            known.extend(i.known.iter().cloned());
+        });
+        for uid in known {
+            self.gate.promote(&uid, Lane::Swapped);
+        }
     }
 
-    /// The parent's reconcile started.
-    pub fn started(&self, uid: &str) {
+    /// The parent's reconcile started, with the parent at `generation`.
+    pub fn started(&self, uid: &str, generation: Option<i64>) {
         self.update(|i| {
             i.pending.remove(uid);
+            i.swapped.remove(uid);
+            // Only for a parent still known: one deleted while it waited is not kept.
+            if i.known.contains(uid) {
+                i.ran.insert(uid.to_string(), generation.unwrap_or(0));
+            }
         });
     }
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // Tests: a panic is the failure report.
 mod tests {
     use super::*;
+
+    fn queue(gauge: &Gauge) -> Queue {
+        Queue::new(
+            gauge.clone(),
+            Gate::new(1, std::time::Duration::from_secs(60)),
+        )
+    }
 
     #[test]
     fn counts_each_waiting_parent_once_and_strands_none() {
         let gauge = Gauge::default();
-        let q = Queue::new(gauge.clone());
-        q.parent_changed("a");
-        q.parent_changed("a");
+        let q = queue(&gauge);
+        q.parent_changed("a", Some(1));
+        q.parent_changed("a", Some(1));
         q.child_changed("a");
-        q.parent_changed("b");
+        q.parent_changed("b", Some(1));
         assert_eq!(gauge.get(), 2);
-        q.started("a");
+        q.started("a", Some(1));
         assert_eq!(gauge.get(), 1);
         // A child of a parent never seen does not count; one of a known parent does.
         q.child_changed("unknown");
         q.child_changed("a");
         assert_eq!(gauge.get(), 2);
         // A hot swap queues every known parent; a deleted one leaves for good.
-        q.started("a");
-        q.started("b");
+        q.started("a", Some(1));
+        q.started("b", Some(1));
         q.all_changed();
         assert_eq!(gauge.get(), 2);
         q.parent_deleted("b");
         q.child_changed("b");
         assert_eq!(gauge.get(), 1);
-        q.started("a");
+        q.started("a", Some(1));
         assert_eq!(gauge.get(), 0);
     }
 
     #[test]
     fn a_relist_forgets_parents_deleted_while_the_watch_was_down() {
         let gauge = Gauge::default();
-        let q = Queue::new(gauge.clone());
-        q.parent_changed("kept");
-        q.parent_changed("gone");
-        q.started("kept");
+        let q = queue(&gauge);
+        q.parent_changed("kept", Some(1));
+        q.parent_changed("gone", Some(1));
+        q.started("kept", Some(1));
         // "gone" was deleted during a watch gap: no Delete event, only a relist without it.
         q.relist_started();
         q.parent_listed("kept");
         q.relist_done();
         assert_eq!(gauge.get(), 1, "only kept waits");
-        q.started("kept");
+        q.started("kept", Some(1));
         q.all_changed();
         q.child_changed("gone");
         assert_eq!(gauge.get(), 1, "gone is not queued again");
+    }
+
+    #[test]
+    fn a_parent_is_changed_until_it_ran_at_its_generation_and_swapped_until_it_ran_again() {
+        let q = queue(&Gauge::default());
+        q.parent_changed("p", Some(1));
+        assert_eq!(q.lane("p", Some(1)), Lane::Changed, "never ran");
+        q.started("p", Some(1));
+        assert_eq!(q.lane("p", Some(1)), Lane::Resync, "a requeue");
+        q.parent_changed("p", Some(2));
+        assert_eq!(q.lane("p", Some(2)), Lane::Changed, "its spec changed");
+        q.started("p", Some(2));
+        q.all_changed();
+        assert_eq!(q.lane("p", Some(2)), Lane::Swapped);
+        q.started("p", Some(2));
+        assert_eq!(q.lane("p", Some(2)), Lane::Resync);
+        // Deleted while it waited: nothing is kept for it.
+        q.parent_deleted("p");
+        q.started("p", Some(2));
+        assert_eq!(q.lane("p", Some(2)), Lane::Changed);
+        assert!(q.inner.lock().unwrap().ran.is_empty());
     }
 }

@@ -101,6 +101,12 @@ impl Remembered {
         }
     }
 
+    /// The parent as the store holds it now, if it still exists.
+    pub fn latest(&self, obj: &DynamicObject) -> Option<std::sync::Arc<DynamicObject>> {
+        self.store
+            .get(&ObjectRef::from_obj_with(obj, self.resource.clone()))
+    }
+
     /// The parent a child's uid label names, if it is known.
     pub fn parent(&self, uid: &str) -> Option<ObjectRef<DynamicObject>> {
         lock(&self.parents).get(uid).cloned()

@@ -16,6 +16,8 @@
 //!   namespace.
 //! - `print`: writes `bytes` bytes (default 1 MiB) to stdout and to stderr, in lines of 100
 //!   (`o`s on stdout, `e`s on stderr), and returns nothing: the per-call capture cap.
+//! - `busy`: keeps the CPU busy for `millis` ms (default 50), reports `millis` as the status's
+//!   `busyMillis` and asks to run again in a second: a plugin that saturates the host, for the tests of the order reconciles run in.
 //! - `invalidJson`: returns a desired object that is not JSON, past the SDK's serializer (the
 //!   export below answers it before the SDK sees the call).
 //!
@@ -113,6 +115,18 @@ impl Plugin for Misbehave {
                 loop {
                     n = std::hint::black_box(n.wrapping_add(1));
                 }
+            }
+            "busy" => {
+                let millis = config["millis"].as_u64().unwrap_or(50);
+                let busy = std::time::Duration::from_millis(millis);
+                let started = std::time::Instant::now();
+                while started.elapsed() < busy {
+                    std::hint::spin_loop();
+                }
+                let mut out = ctx.output();
+                out.status("busyMillis", millis);
+                out.requeue_after(std::time::Duration::from_secs(1));
+                Ok(out)
             }
             "panic" => panic!("cannot reconcile {}: the spec is on fire", ctx.name()),
             "print" => {
