@@ -261,7 +261,9 @@ impl ControlPlane {
                 "--endpoint-reconciler-type=none".into(),
                 format!("--tls-cert-file={}", p("apiserver.crt")),
                 format!("--tls-private-key-file={}", p("apiserver.key")),
-                "--service-cluster-ip-range=10.0.0.0/24".into(),
+                // Room for fleet-scale tests: each SampleDB has a ClusterIP Service, and a /24 was
+                // full after 253 of them (every later create failed with "range is full").
+                "--service-cluster-ip-range=10.0.0.0/16".into(),
                 format!("--token-auth-file={}", p("tokens.csv")),
                 format!("--client-ca-file={}", p("ca.crt")),
                 "--authorization-mode=Node,RBAC".into(),

@@ -342,3 +342,40 @@ async fn etcd_and_kube_apiserver_restart_without_losing_an_object() {
         revision(&made)
     );
 }
+
+/// The Service IP range holds the 10,000 ClusterIP Services of a fleet-scale benchmark: with
+/// a /24, the 254th Service of the 1,000-parent benchmark was refused ("range is full") and
+/// the run never converged.
+#[tokio::test]
+async fn the_service_ip_range_holds_ten_thousand_cluster_ips() {
+    let client = ControlPlane::shared().client().await.unwrap();
+    let resource = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("networking.k8s.io", "v1", "ServiceCIDR"),
+        "servicecidrs",
+    );
+    let cidrs: Api<kube::api::DynamicObject> = Api::all_with(client, &resource);
+    let default = eventually("the default ServiceCIDR", || {
+        let cidrs = cidrs.clone();
+        async move { cidrs.get("kubernetes").await.ok() }
+    })
+    .await;
+    let ranges = default.data["spec"]["cidrs"].as_array().unwrap().clone();
+    let addresses: u64 = ranges
+        .iter()
+        .map(|r| {
+            let prefix: u32 = r
+                .as_str()
+                .unwrap()
+                .rsplit('/')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            1u64 << (32 - prefix)
+        })
+        .sum();
+    assert!(
+        addresses >= 10_000,
+        "the Service IP range {ranges:?} has {addresses} addresses"
+    );
+}
