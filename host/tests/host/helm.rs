@@ -391,6 +391,17 @@ async fn the_sampledb_preset_renders_its_plugin_and_rules_for_its_kinds_only() {
         ["get", "list", "watch", "patch", "delete"]
     );
     assert!(verbs_on(&rules, "apps", "deployments").is_empty());
+    // The traffic check's index watches every Service and NetworkPolicy, and writes none.
+    for (group, resource) in [("", "services"), ("networking.k8s.io", "networkpolicies")] {
+        let verbs = verbs_on(&rules, group, resource);
+        for verb in ["list", "watch"] {
+            assert!(verbs.iter().any(|v| v == verb), "{resource}: {verbs:?}");
+        }
+    }
+    assert_eq!(
+        verbs_on(&rules, "networking.k8s.io", "networkpolicies"),
+        ["list", "watch"]
+    );
     env.shutdown().await;
 }
 

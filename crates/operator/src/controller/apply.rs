@@ -307,8 +307,8 @@ async fn check_cron_names(
 /// the pods would receive another application's traffic, or answer to its DNS names; so does a
 /// NetworkPolicy not the parent's whose pod selector, or a peer's within the namespace, matches
 /// their labels ([`plan::joins_policy`]) — they would get another application's network
-/// access. One list each of the namespace's Services and NetworkPolicies, only when something
-/// with pods is written.
+/// access. Read from the host's watch index of Services and NetworkPolicies (`traffic.rs`),
+/// only when something with pods is written.
 async fn check_traffic(
     ctx: &KindCtx,
     writes: &[(&Desired, &Value)],
@@ -324,42 +324,23 @@ async fn check_traffic(
     if with_pods.is_empty() {
         return Ok(());
     }
-    let api = api_for(ctx, "v1/Service", Some(namespace)).await?;
-    let services = api
-        .list(&Default::default())
+    let traffic = ctx
+        .shared
+        .traffic()
         .await
-        .map_err(|source| ReconcileError::Apply {
-            object: format!("v1/Service {namespace}"),
-            source,
-        })?;
-    let foreign: Vec<Value> = services
-        .items
-        .iter()
-        .filter(|s| s.labels().get(PARENT_UID_LABEL) != Some(&parent.uid))
+        .map_err(|why| ReconcileError::Traffic { why })?;
+    let foreign: Vec<_> = traffic
+        .services(namespace, &parent.uid)
+        .into_iter()
         // A Service that selects the parent's pods by its uid chose them: no hijack.
         .filter(|s| {
-            s.data
-                .pointer("/spec/selector")
+            s.pointer("/spec/selector")
                 .and_then(|sel| sel.get(PARENT_UID_LABEL))
                 .and_then(Value::as_str)
                 != Some(parent.uid.as_str())
         })
-        .filter_map(|s| serde_json::to_value(s).ok())
         .collect();
-    let policies = api_for(ctx, "networking.k8s.io/v1/NetworkPolicy", Some(namespace))
-        .await?
-        .list(&Default::default())
-        .await
-        .map_err(|source| ReconcileError::Apply {
-            object: format!("networking.k8s.io/v1/NetworkPolicy {namespace}"),
-            source,
-        })?;
-    let foreign_policies: Vec<Value> = policies
-        .items
-        .iter()
-        .filter(|p| p.labels().get(PARENT_UID_LABEL) != Some(&parent.uid))
-        .filter_map(|p| serde_json::to_value(p).ok())
-        .collect();
+    let foreign_policies = traffic.policies(namespace, &parent.uid);
     for (desired, identity) in &with_pods {
         let why = foreign
             .iter()

@@ -156,6 +156,10 @@ pub enum ReconcileError {
     /// A deleting parent's release annotation is not one the host knows.
     #[error("parent {parent}: {why}")]
     Release { parent: String, why: String },
+
+    /// The Services and NetworkPolicies the traffic check reads could not be read.
+    #[error("the traffic check cannot read the cluster's Services and NetworkPolicies: {why}")]
+    Traffic { why: String },
     /// Any other API call failed.
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
@@ -181,6 +185,7 @@ impl ReconcileError {
             ReconcileError::Prune { .. } => "PruneFailed",
             ReconcileError::NotServing { .. } => "PluginsNotServing",
             ReconcileError::Release { .. } => "ReleaseRefused",
+            ReconcileError::Traffic { .. } => "TrafficUnreadable",
             ReconcileError::Kube(_) => reason::API_ERROR,
             ReconcileError::Join(_) => reason::PLUGIN_CALL_ABORTED,
             ReconcileError::Encode { .. } => reason::ENCODE_FAILED,

@@ -51,6 +51,7 @@ mod retire;
 mod shared;
 pub mod source;
 pub mod status;
+mod traffic;
 
 pub use discovery::Discovery;
 pub use error::{DiscoveryError, LoadError, ReconcileError, reason};

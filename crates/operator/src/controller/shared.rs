@@ -6,7 +6,7 @@ use std::{sync::Arc, time::Duration};
 use kube::{Client, runtime::events::Recorder};
 use windlass_contract::Engine;
 
-use super::{discovery::Discovery, limits, registry::Registry, source};
+use super::{discovery::Discovery, limits, registry::Registry, source, traffic::Traffic};
 use crate::metrics::Metrics;
 
 /// Settings of the controller.
@@ -90,6 +90,9 @@ pub struct Shared {
     pub reconciles: limits::Buckets,
     /// Plugin events per parent uid.
     pub events: limits::Buckets,
+    /// The cluster's Services and NetworkPolicies for the traffic check, watched from its
+    /// first use on.
+    traffic: tokio::sync::OnceCell<Traffic>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -125,6 +128,14 @@ impl Shared {
             registry,
             metrics,
             settings,
+            traffic: tokio::sync::OnceCell::new(),
         })
+    }
+
+    /// The traffic check's index, started (and listed once) on first use.
+    pub async fn traffic(&self) -> Result<&Traffic, String> {
+        self.traffic
+            .get_or_try_init(|| Traffic::start(&self.client))
+            .await
     }
 }
