@@ -2,7 +2,7 @@
 //! that need a read (names in use, derived names, traffic), prune, status, events, and the API
 //! of a kind in a scope. The decisions they act on are pure and live in `plan.rs`.
 
-use std::time::Instant;
+use std::{sync::Arc, time::Instant};
 
 use kube::{
     Api, Resource, ResourceExt,
@@ -15,7 +15,7 @@ use super::{
     context::KindCtx,
     error::{DiscoveryError, ReconcileError},
     plan::{self, Claim, Ownership, PARENT_UID_LABEL, ParentRef},
-    status,
+    status, traffic,
 };
 use windlass_policy::pipeline::{Desired, Outcome};
 
@@ -324,13 +324,18 @@ async fn check_traffic(
     if with_pods.is_empty() {
         return Ok(());
     }
-    let traffic = ctx
-        .shared
-        .traffic()
-        .await
-        .map_err(|why| ReconcileError::Traffic { why })?;
-    let foreign: Vec<_> = traffic
-        .services(namespace, &parent.uid)
+    let index = match ctx.shared.traffic().await {
+        Ok(traffic) => traffic.others(namespace, &parent.uid),
+        Err(why) => {
+            tracing::warn!(%why, "the traffic check's index is not available: listing instead");
+            None
+        }
+    };
+    let (services, foreign_policies) = match index {
+        Some(both) => both,
+        None => listed(ctx, namespace, &parent.uid).await?,
+    };
+    let foreign: Vec<_> = services
         .into_iter()
         // A Service that selects the parent's pods by its uid chose them: no hijack.
         .filter(|s| {
@@ -340,7 +345,6 @@ async fn check_traffic(
                 != Some(parent.uid.as_str())
         })
         .collect();
-    let foreign_policies = traffic.policies(namespace, &parent.uid);
     for (desired, identity) in &with_pods {
         let why = foreign
             .iter()
@@ -359,6 +363,37 @@ async fn check_traffic(
         }
     }
     Ok(())
+}
+
+/// The namespace's Services and NetworkPolicies not labelled `uid`, listed from the API: what
+/// the check reads while its index is not available or not sure to be current. A failed list
+/// fails the reconcile.
+async fn listed(
+    ctx: &KindCtx,
+    namespace: &str,
+    uid: &str,
+) -> Result<(Vec<Arc<Value>>, Vec<Arc<Value>>), ReconcileError> {
+    let mut both = Vec::new();
+    for (kind, cut) in [
+        (
+            "v1/Service",
+            traffic::cut_service as fn(&DynamicObject) -> Value,
+        ),
+        ("networking.k8s.io/v1/NetworkPolicy", traffic::cut_policy),
+    ] {
+        let list = api_for(ctx, kind, Some(namespace))
+            .await?
+            .list(&Default::default())
+            .await
+            .map_err(|source| ReconcileError::Apply {
+                object: format!("{kind} {namespace}"),
+                source,
+            })?;
+        both.push(traffic::others_of(&list.items, cut, uid));
+    }
+    let policies = both.pop().unwrap_or_default();
+    let services = both.pop().unwrap_or_default();
+    Ok((services, policies))
 }
 
 /// The API of a kind in a namespace, with the scope discovery reports. A namespace given for a

@@ -14,8 +14,9 @@
 //!   moved since its last reconcile), [`Lane::Swapped`] (its kind's pipeline changed since its
 //!   last reconcile), [`Lane::Resync`] (everything else: requeues, children's changes).
 //!   First come, first served within a lane.
-//! - No waiter starves: one that has waited longer than the gate's age limit goes before every
-//!   lane (the oldest such first).
+//! - No waiter starves: waiters that have waited longer than the gate's age limit get every
+//!   other permit (the oldest first), the lanes' order the rest — so changed parents keep at
+//!   least half the permits however long the backlog grows.
 //! - A waiting parent moves up when it turns out to be changed ([`Gate::promote`]) and keeps
 //!   its place in the order of arrival.
 //! - A permit is never lost: one handed to a waiter that gave up is handed on.
@@ -28,9 +29,8 @@ use std::{
 
 use tokio::sync::oneshot;
 
-/// How long a waiter may be passed over by later lanes' arrivals before it goes first. Under a
-/// sustained flood of changes, requeues still run, each within about this long plus the time
-/// it takes to serve the waiters that aged before it.
+/// How long a waiter may be passed over by later lanes' arrivals before it is aged: aged
+/// waiters get every other permit, so under a sustained flood of changes requeues still run.
 pub const AGE_LIMIT: Duration = Duration::from_secs(2);
 
 /// Why a parent is due, in the order lanes are served.
@@ -69,6 +69,9 @@ struct State {
     free: usize,
     /// Arrival order, across lanes.
     next: u64,
+    /// Whether the next permit goes to an aged waiter (when there is one and the lanes' first
+    /// would be another): aged waiters get every other permit.
+    aged_turn: bool,
     /// Per lane: arrival → waiter.
     lanes: [BTreeMap<u64, Waiter>; 3],
     /// Parent uid → where it waits.
@@ -103,6 +106,7 @@ impl Gate {
             state: Arc::new(Mutex::new(State {
                 free: permits.max(1),
                 next: 0,
+                aged_turn: true,
                 lanes: Default::default(),
                 by_uid: HashMap::new(),
             })),
@@ -171,7 +175,7 @@ impl Gate {
         loop {
             let waiter = {
                 let mut s = self.lock();
-                let Some((lane, seq)) = self.next_waiter(&s) else {
+                let Some((lane, seq)) = self.next_waiter(&mut s) else {
                     s.free += 1;
                     return;
                 };
@@ -195,19 +199,28 @@ impl Gate {
         }
     }
 
-    /// The oldest waiter past the age limit, else the first of the first non-empty lane.
-    fn next_waiter(&self, s: &State) -> Option<(Lane, u64)> {
+    /// The first of the first non-empty lane; every other time an aged waiter is passed over
+    /// that way, the oldest waiter past the age limit instead. So changed parents keep at
+    /// least half the permits however long the backlog, and no waiter starves.
+    fn next_waiter(&self, s: &mut State) -> Option<(Lane, u64)> {
         let heads = Lane::ALL.into_iter().filter_map(|l| {
             s.lanes[l as usize]
                 .first_key_value()
                 .map(|(seq, w)| (l, *seq, w))
         });
+        let first = heads.clone().min_by_key(|(l, _, _)| *l)?;
         let aged = heads
-            .clone()
             .filter(|(_, _, w)| w.since.elapsed() > self.age_limit)
             .min_by_key(|(_, seq, _)| *seq);
-        aged.or_else(|| heads.min_by_key(|(l, _, _)| *l))
-            .map(|(l, seq, _)| (l, seq))
+        let pick = match aged {
+            Some(aged) if (aged.0, aged.1) != (first.0, first.1) => {
+                let take_aged = s.aged_turn;
+                s.aged_turn = !s.aged_turn;
+                if take_aged { aged } else { first }
+            }
+            _ => first,
+        };
+        Some((pick.0, pick.1))
     }
 }
 
@@ -298,6 +311,29 @@ mod tests {
         );
         drop(permit);
         assert_eq!(rx.recv().await.unwrap().0, "new");
+    }
+
+    #[tokio::test]
+    async fn aged_waiters_get_every_other_permit_and_changed_parents_the_rest() {
+        let gate = Gate::new(1, Duration::from_millis(100));
+        let held = gate.acquire("running", Lane::Resync).await;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        waiter(&gate, "old-1", Lane::Resync, &tx);
+        settle().await;
+        waiter(&gate, "old-2", Lane::Resync, &tx);
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        waiter(&gate, "new-1", Lane::Changed, &tx);
+        settle().await;
+        waiter(&gate, "new-2", Lane::Changed, &tx);
+        settle().await;
+        drop(held);
+        let mut order = Vec::new();
+        for _ in 0..4 {
+            let (uid, permit) = rx.recv().await.unwrap();
+            order.push(uid);
+            drop(permit);
+        }
+        assert_eq!(order, ["old-1", "new-1", "old-2", "new-2"]);
     }
 
     #[tokio::test]

@@ -93,7 +93,13 @@ pub struct Shared {
     /// The cluster's Services and NetworkPolicies for the traffic check, watched from its
     /// first use on.
     traffic: tokio::sync::OnceCell<Traffic>,
+    /// When starting the traffic index last failed: no new try for `TRAFFIC_RETRY` after it.
+    traffic_failed: std::sync::Mutex<Option<std::time::Instant>>,
 }
+
+/// How long after a failed start of the traffic index the check lists instead, without
+/// waiting for another start.
+const TRAFFIC_RETRY: Duration = Duration::from_secs(30);
 
 impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -129,13 +135,35 @@ impl Shared {
             metrics,
             settings,
             traffic: tokio::sync::OnceCell::new(),
+            traffic_failed: std::sync::Mutex::new(None),
         })
     }
 
-    /// The traffic check's index, started (and listed once) on first use.
+    /// The traffic check's index, started (and listed once) on first use. After a failed start
+    /// the next try waits `TRAFFIC_RETRY`; meanwhile this fails at once (the check lists).
     pub async fn traffic(&self) -> Result<&Traffic, String> {
         self.traffic
-            .get_or_try_init(|| Traffic::start(&self.client))
+            .get_or_try_init(|| async {
+                let failed = |at: &mut Option<std::time::Instant>| {
+                    at.is_some_and(|t| t.elapsed() < TRAFFIC_RETRY)
+                };
+                if failed(
+                    &mut self
+                        .traffic_failed
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner()),
+                ) {
+                    return Err("its last start failed; listing until the next try".to_string());
+                }
+                let started = Traffic::start(&self.client).await;
+                if started.is_err() {
+                    *self
+                        .traffic_failed
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
+                }
+                started
+            })
             .await
     }
 }

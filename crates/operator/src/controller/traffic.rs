@@ -9,9 +9,12 @@
 //! went to 900 MiB. Read from this index the check costs what its matching costs.
 //!
 //! # Guarantees
-//! - Nothing is read before both watches have listed once ([`Traffic::start`] waits for it, and
-//!   fails with the watch's error if they have not listed in time): an empty index never
+//! - Nothing is read before both watches have listed once ([`Traffic::start`] waits for each,
+//!   and fails with the watch's error if they have not listed in time): an empty index never
 //!   passes a check for want of having looked.
+//! - Fails closed: while a watch reports errors (from its first error until its next event),
+//!   [`Traffic::others`] answers nothing and the check lists from the API instead, as it did
+//!   before the index; a list that fails fails the reconcile.
 //! - A relist replaces a namespace's entries whole, so an object deleted while the watch was
 //!   down does not linger.
 //! - What is kept per object: its name, namespace, the parent-uid label, and the selector
@@ -40,7 +43,7 @@ use tokio_util::task::AbortOnDropHandle;
 use super::plan::PARENT_UID_LABEL;
 
 /// How long [`Traffic::start`] waits for both watches to list.
-const READY_WITHIN: Duration = Duration::from_secs(30);
+const READY_WITHIN: Duration = Duration::from_secs(10);
 
 /// The cluster's Services and NetworkPolicies, by namespace.
 pub struct Traffic {
@@ -63,6 +66,10 @@ struct Index {
 
 #[derive(Default)]
 struct State {
+    /// The watch has listed once.
+    listed: bool,
+    /// The watch's last answer was an error: what is held may be stale.
+    failing: Option<String>,
     by_namespace: HashMap<String, HashMap<String, Arc<Value>>>,
     /// Filled while the watch relists, then put in place whole.
     relisting: Option<HashMap<String, HashMap<String, Arc<Value>>>>,
@@ -73,6 +80,17 @@ impl Index {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Records a watch error: until the watch delivers again, the index is not read.
+    fn failed(&self, why: String) {
+        self.lock().failing = Some(why);
+    }
+
+    /// Whether the watch has listed once, and the error it reports now, if any.
+    fn health(&self) -> (bool, Option<String>) {
+        let s = self.lock();
+        (s.listed, s.failing.clone())
+    }
+
     /// Applies one watch event; true when a listing completed.
     fn apply(
         &self,
@@ -80,6 +98,14 @@ impl Index {
         cut: fn(&DynamicObject) -> Value,
     ) -> bool {
         let mut s = self.lock();
+        // Read again once the watch delivers again: a change, or a relist complete (not its
+        // start: until it is done, what is held may be stale).
+        if matches!(
+            event,
+            watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone
+        ) {
+            s.failing = None;
+        }
         let put = |map: &mut HashMap<String, HashMap<String, Arc<Value>>>, o: &DynamicObject| {
             map.entry(o.namespace().unwrap_or_default())
                 .or_default()
@@ -90,6 +116,7 @@ impl Index {
             watcher::Event::InitApply(o) => put(s.relisting.get_or_insert_default(), &o),
             watcher::Event::InitDone => {
                 s.by_namespace = s.relisting.take().unwrap_or_default();
+                s.listed = true;
                 return true;
             }
             watcher::Event::Apply(o) => put(&mut s.by_namespace, &o),
@@ -106,10 +133,15 @@ impl Index {
         false
     }
 
-    /// The objects of `namespace` not labelled with `uid`.
-    fn others(&self, namespace: &str, uid: &str) -> Vec<Arc<Value>> {
+    /// The objects of `namespace` not labelled with `uid`; none while the watch has not listed
+    /// or reports errors.
+    fn others(&self, namespace: &str, uid: &str) -> Option<Vec<Arc<Value>>> {
         let s = self.lock();
-        s.by_namespace
+        if !s.listed || s.failing.is_some() {
+            return None;
+        }
+        let others = s
+            .by_namespace
             .get(namespace)
             .into_iter()
             .flat_map(HashMap::values)
@@ -120,8 +152,22 @@ impl Index {
                     != Some(uid)
             })
             .cloned()
-            .collect()
+            .collect();
+        Some(others)
     }
+}
+
+/// The objects of a list not labelled with `uid`, cut down as the index keeps them.
+pub fn others_of(
+    objects: &[DynamicObject],
+    cut: fn(&DynamicObject) -> Value,
+    uid: &str,
+) -> Vec<Arc<Value>> {
+    objects
+        .iter()
+        .filter(|o| o.labels().get(PARENT_UID_LABEL).map(String::as_str) != Some(uid))
+        .map(|o| Arc::new(cut(o)))
+        .collect()
 }
 
 /// Name, namespace and the parent-uid label.
@@ -133,11 +179,13 @@ fn metadata(o: &DynamicObject) -> Value {
     meta
 }
 
-fn cut_service(o: &DynamicObject) -> Value {
+/// A Service as the index keeps it.
+pub fn cut_service(o: &DynamicObject) -> Value {
     json!({"metadata": metadata(o), "spec": {"selector": o.data.pointer("/spec/selector")}})
 }
 
-fn cut_policy(o: &DynamicObject) -> Value {
+/// A NetworkPolicy as the index keeps it.
+pub fn cut_policy(o: &DynamicObject) -> Value {
     json!({"metadata": metadata(o), "spec": o.data.get("spec")})
 }
 
@@ -146,26 +194,18 @@ impl Traffic {
     pub async fn start(client: &Client) -> Result<Traffic, String> {
         let services = Arc::new(Index::default());
         let policies = Arc::new(Index::default());
-        let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel::<()>(2);
-        let (error_tx, error_rx) = tokio::sync::watch::channel(String::new());
         let spawn = |index: &Arc<Index>, ar: ApiResource, cut: fn(&DynamicObject) -> Value| {
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
             let index = index.clone();
-            let ready = ready_tx.clone();
-            let errors = error_tx.clone();
             AbortOnDropHandle::new(tokio::spawn(async move {
                 let stream = watcher(api, watcher::Config::default()).default_backoff();
                 let mut stream = std::pin::pin!(stream);
                 while let Some(event) = stream.next().await {
                     match event {
                         Ok(event) => {
-                            if index.apply(event, cut) {
-                                let _ = ready.try_send(());
-                            }
+                            index.apply(event, cut);
                         }
-                        Err(e) => {
-                            errors.send_replace(format!("watching {}: {e}", ar.plural));
-                        }
+                        Err(e) => index.failed(format!("watching {}: {e}", ar.plural)),
                     }
                 }
             }))
@@ -182,17 +222,21 @@ impl Traffic {
                 cut_policy,
             ),
         ];
-        let both = async {
-            ready_rx.recv().await;
-            ready_rx.recv().await;
-        };
-        if tokio::time::timeout(READY_WITHIN, both).await.is_err() {
-            let last = error_rx.borrow().clone();
-            return Err(if last.is_empty() {
-                format!("the Services and NetworkPolicies were not listed within {READY_WITHIN:?}")
-            } else {
-                last
-            });
+        let deadline = tokio::time::Instant::now() + READY_WITHIN;
+        loop {
+            let (services_listed, services_error) = services.health();
+            let (policies_listed, policies_error) = policies.health();
+            if services_listed && policies_listed {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(services_error.or(policies_error).unwrap_or_else(|| {
+                    format!(
+                        "the Services and NetworkPolicies were not listed within {READY_WITHIN:?}"
+                    )
+                }));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         Ok(Traffic {
             services,
@@ -201,14 +245,13 @@ impl Traffic {
         })
     }
 
-    /// The Services of `namespace` not labelled as the parent `uid`'s.
-    pub fn services(&self, namespace: &str, uid: &str) -> Vec<Arc<Value>> {
-        self.services.others(namespace, uid)
-    }
-
-    /// The NetworkPolicies of `namespace` not labelled as the parent `uid`'s.
-    pub fn policies(&self, namespace: &str, uid: &str) -> Vec<Arc<Value>> {
-        self.policies.others(namespace, uid)
+    /// The Services and the NetworkPolicies of `namespace` not labelled as the parent `uid`'s;
+    /// none while either watch has not listed or reports errors (the caller lists instead).
+    pub fn others(&self, namespace: &str, uid: &str) -> Option<(Vec<Arc<Value>>, Vec<Arc<Value>>)> {
+        Some((
+            self.services.others(namespace, uid)?,
+            self.policies.others(namespace, uid)?,
+        ))
     }
 }
 
@@ -234,6 +277,7 @@ mod tests {
     #[test]
     fn keeps_what_the_check_reads_and_a_relist_replaces_a_namespace_whole() {
         let index = Index::default();
+        assert!(index.others("a", "u1").is_none(), "not listed yet");
         assert!(!index.apply(watcher::Event::Init, cut_service));
         for (ns, name, uid) in [
             ("a", "mine", Some("u1")),
@@ -246,19 +290,19 @@ mod tests {
             );
         }
         assert!(index.apply(watcher::Event::InitDone, cut_service));
-        let others = index.others("a", "u1");
+        let others = index.others("a", "u1").unwrap();
         assert_eq!(others.len(), 1);
         assert_eq!(
             *others[0],
             json!({"metadata": {"name": "theirs", "namespace": "a"}, "spec": {"selector": {"app": "x"}}})
         );
         // Labelled as another parent's: it counts.
-        assert_eq!(index.others("a", "u2").len(), 2);
+        assert_eq!(index.others("a", "u2").unwrap().len(), 2);
         index.apply(
             watcher::Event::Delete(service("a", "theirs", None)),
             cut_service,
         );
-        assert!(index.others("a", "u1").is_empty());
+        assert!(index.others("a", "u1").unwrap().is_empty());
         // "gone" was deleted while the watch was down: the relist does not list it.
         index.apply(watcher::Event::Init, cut_service);
         index.apply(
@@ -266,9 +310,42 @@ mod tests {
             cut_service,
         );
         // Until the relist is done, the old state serves.
-        assert_eq!(index.others("b", "u1").len(), 1);
+        assert_eq!(index.others("b", "u1").unwrap().len(), 1);
         index.apply(watcher::Event::InitDone, cut_service);
-        assert!(index.others("b", "u1").is_empty());
-        assert_eq!(index.others("a", "u1").len(), 1);
+        assert!(index.others("b", "u1").unwrap().is_empty());
+        assert_eq!(index.others("a", "u1").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_failing_watch_is_not_read_until_its_next_event() {
+        let index = Index::default();
+        index.apply(watcher::Event::Init, cut_service);
+        index.apply(
+            watcher::Event::InitApply(service("a", "theirs", None)),
+            cut_service,
+        );
+        index.apply(watcher::Event::InitDone, cut_service);
+        assert!(index.others("a", "u1").is_some());
+        index.failed("watching services: forbidden".into());
+        assert!(
+            index.others("a", "u1").is_none(),
+            "stale: the check must list"
+        );
+        index.apply(
+            watcher::Event::Apply(service("a", "other", None)),
+            cut_service,
+        );
+        assert_eq!(index.others("a", "u1").unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_list_is_cut_down_and_filtered_as_the_index_is() {
+        let list = [
+            service("a", "mine", Some("u1")),
+            service("a", "theirs", None),
+        ];
+        let others = others_of(&list, cut_service, "u1");
+        assert_eq!(others.len(), 1);
+        assert_eq!(others[0]["metadata"]["name"], "theirs");
     }
 }
