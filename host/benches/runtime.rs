@@ -5,6 +5,12 @@
 //! and d/b. Run with `cargo xtask bench runtime`. With `WINDLASS_BENCH_QUICK=1` (what CI runs) it
 //! does the agreement checks and one short round: it shows the bench builds and its variants
 //! still agree, and its timings mean nothing.
+//!
+//! With `WINDLASS_BENCH_CALLGRIND=1` (`cargo xtask bench runtime --callgrind`) it counts
+//! instructions instead, which the machine's load does not change: it runs itself under
+//! `valgrind --tool=callgrind` once per variant (a)–(c) and number of calls, 20 and 220, and
+//! prints the instructions per call — the difference of the two runs' totals over 200 calls, so
+//! that start-up and loading cancel out — and their ratios.
 
 use std::{
     sync::Arc,
@@ -100,10 +106,102 @@ fn stats(mut v: Vec<Duration>) -> Stats {
     }
 }
 
+/// The variants counted under callgrind, as `WINDLASS_BENCH_VARIANT` names them.
+const COUNTED: [(&str, &str); 3] = [
+    ("native", "(a) native Rust fn"),
+    ("fresh", "(b) wasm, fresh sandbox per call"),
+    ("reused", "(c) wasm, reused instance"),
+];
+/// The calls of the two runs per variant whose difference is counted.
+const CALLS: (u64, u64) = (20, 220);
+
+/// The `summary:` (or `totals:`) instruction count of a finished callgrind run's output.
+fn callgrind_total(out: &std::path::Path) -> u64 {
+    let text = std::fs::read_to_string(out).expect("callgrind output");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("summary:"))
+        .or_else(|| text.lines().find(|l| l.starts_with("totals:")))
+        .expect("a summary line in the callgrind output");
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .expect("an instruction count")
+}
+
+/// `WINDLASS_BENCH_CALLGRIND=1`: this bench under callgrind, per variant and number of calls.
+fn count_instructions() {
+    let exe = std::env::current_exe().expect("the bench's path");
+    let scratch =
+        std::env::temp_dir().join(format!("windlass-bench-runtime-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).expect("scratch directory");
+    let mut per_call = Vec::new();
+    // A first run with no calls fills the cache, so that no counted run compiles.
+    for (variant, name) in [("native", "")].into_iter().chain(COUNTED) {
+        let mut totals = Vec::new();
+        let runs = if name.is_empty() {
+            &[0][..]
+        } else {
+            &[CALLS.0, CALLS.1][..]
+        };
+        for &calls in runs {
+            let out = scratch.join(format!("{variant}-{calls}.callgrind"));
+            let status = std::process::Command::new("valgrind")
+                .args(["--tool=callgrind", "--quiet"])
+                .arg(format!("--callgrind-out-file={}", out.display()))
+                .arg(&exe)
+                .env("WINDLASS_BENCH_CALLGRIND", "child")
+                .env("WINDLASS_BENCH_VARIANT", variant)
+                .env("WINDLASS_BENCH_CALLS", calls.to_string())
+                // The component is compiled once (under valgrind, minutes) and then read back.
+                .env("WINDLASS_BENCH_CACHE_DIR", scratch.join("cache"))
+                .status()
+                .expect("running valgrind (Debian package valgrind)");
+            assert!(
+                status.success(),
+                "{variant} × {calls} under callgrind: {status}"
+            );
+            totals.push(callgrind_total(&out));
+        }
+        if name.is_empty() {
+            continue;
+        }
+        let n = (totals[1] - totals[0]) / (CALLS.1 - CALLS.0);
+        eprintln!("{name}: {n} instructions per call");
+        per_call.push((name, n));
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    println!(
+        "runtime benchmark under callgrind: SampleDB storage decision, instructions per call ({} − {} calls)",
+        CALLS.1, CALLS.0
+    );
+    for (name, n) in &per_call {
+        println!("{name:<34} {:>12.3} M", *n as f64 / 1e6);
+    }
+    let ratio = |x: usize| per_call[x].1 as f64 / per_call[0].1 as f64;
+    println!(
+        "ratio b/a (fresh sandbox / native)  {:>6.2}  (target <= 1.5)",
+        ratio(1)
+    );
+    println!(
+        "ratio c/a (reused instance / native) {:>6.2}  (target <= 1.2)",
+        ratio(2)
+    );
+}
+
 fn main() {
+    if std::env::var("WINDLASS_BENCH_CALLGRIND").as_deref() == Ok("1") {
+        return count_instructions();
+    }
     let path = windlass_test_guests::STORAGE;
     let bytes = std::fs::read(path).expect("storage component");
     let mut config = RuntimeConfig::default();
+    config.cache_dir = std::env::var_os("WINDLASS_BENCH_CACHE_DIR").map(Into::into);
+    if std::env::var_os("WINDLASS_BENCH_CALLGRIND").is_some() {
+        // The pool reserves address space per slot (2 TiB at the default 256 slots), more
+        // than valgrind can map; the bench needs two.
+        config.max_instances = 4;
+    }
     if let Some(bytes) = std::env::var("WINDLASS_BENCH_KEEP_RESIDENT")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -140,6 +238,24 @@ fn main() {
             expected,
             "wasm and native disagree"
         );
+    }
+
+    // Under callgrind: one variant, so many calls, and nothing else.
+    if std::env::var("WINDLASS_BENCH_CALLGRIND").as_deref() == Ok("child") {
+        let calls: u64 = std::env::var("WINDLASS_BENCH_CALLS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .expect("WINDLASS_BENCH_CALLS");
+        let variant = std::env::var("WINDLASS_BENCH_VARIANT").expect("WINDLASS_BENCH_VARIANT");
+        for _ in 0..calls {
+            match variant.as_str() {
+                "native" => drop(std::hint::black_box(native(&req))),
+                "fresh" => drop(std::hint::black_box(fresh.call(&req).expect("fresh"))),
+                "reused" => drop(std::hint::black_box(reused.call(&req).expect("reused"))),
+                other => panic!("WINDLASS_BENCH_VARIANT={other}: native, fresh or reused"),
+            }
+        }
+        return;
     }
 
     // (d) the webhook: an axum server on loopback, a keep-alive hyper client.

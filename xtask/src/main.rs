@@ -25,7 +25,8 @@
 //!   unit tests first) to `target/wasm/plugins/`; the list is `plugins/sampledb_plugins.rs`.
 //! - `dev`: builds the plugins and runs `windlass dev`: the operator on the embedded devcluster.
 //! - `render`: builds the plugins and renders `examples/sampledb.yaml` with the storage plugin.
-//! - `bench runtime`: native vs wasm (fresh, reused) vs HTTP webhook, printing ratios.
+//! - `bench runtime [--callgrind]`: native vs wasm (fresh, reused) vs HTTP webhook, printing
+//!   ratios; `--callgrind` counts instructions per call instead of timing.
 //! - `chaos`: the full chaos suite (host/tests/host/chaos.rs; `WINDLASS_CHAOS_PARENTS`, default
 //!   200) on the devcluster, the same on the real control plane behind the fault proxy (50
 //!   parents), and the restarts of etcd and kube-apiserver there (20;
@@ -61,6 +62,11 @@ fn main() -> Result<()> {
         ["render", rest @ ..] => render(rest),
         ["dev", rest @ ..] => dev(rest),
         ["bench", "runtime"] => cargo(&["bench", "-p", "windlass", "--bench", "runtime"]),
+        ["bench", "runtime", "--callgrind"] => run(Command::new(
+            std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()),
+        )
+        .args(["bench", "-p", "windlass", "--bench", "runtime"])
+        .env("WINDLASS_BENCH_CALLGRIND", "1")),
         ["chaos"] => chaos(),
         ["image", "--reproducible"] => image(&[]).and_then(|binary| image_reproducible(&binary)),
         ["image", rest @ ..] => image(rest).map(|_| ()),
@@ -73,7 +79,7 @@ fn main() -> Result<()> {
             eprintln!(
                 "usage: cargo xtask <ci | layers | plugins | kube | dev [ARGS…] | render [ARGS…] | chaos | \
                  image [--push REF [--insecure-registry HOST] | --reproducible] | \
-                 bench runtime | bench languages | bench host [--parents N] [--callgrind [--window SECS]] [--real]>"
+                 bench runtime [--callgrind] | bench languages | bench host [--parents N] [--callgrind [--window SECS]] [--real]>"
             );
             bail!("unknown task {args:?}")
         }
