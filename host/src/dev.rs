@@ -33,8 +33,12 @@ use crate::{
 pub const SYSTEM_NAMESPACE: &str = "windlass-system";
 
 /// The largest plugin stored in a ConfigMap (the API server's limit is 1 MiB for the whole
-/// object); bigger ones are loaded from their file.
+/// object), as it is stored: a bigger one is stored gzip-compressed, and one that does not fit
+/// even so is loaded from its file.
 const CONFIGMAP_LIMIT: usize = 1000 * 1024;
+/// The largest component compressed to try a ConfigMap (gzip makes a component about a third
+/// as large; one above this is loaded from its file without trying).
+const COMPRESS_LIMIT: usize = 4 * CONFIGMAP_LIMIT;
 
 mod sampledb {
     // `SAMPLEDB_PLUGINS`, `is_cargo_package`, `sampledb_component`.
@@ -340,9 +344,20 @@ async fn install_plugin(
         )
     })?;
     let apply = PatchParams::apply("windlass-dev").force();
-    // A component too big for a ConfigMap comes from its file; it is a heavy guest (an
-    // interpreter inside), so its instances are kept warm.
-    let (source, instance_mode) = if bytes.len() <= CONFIGMAP_LIMIT {
+    // A component too big for a ConfigMap is a heavy guest (an interpreter inside), so its
+    // instances are kept warm. It is stored compressed (the host inflates it and checks the
+    // digest of the component itself), or, too big even so, comes from its file.
+    let instance_mode = if bytes.len() > CONFIGMAP_LIMIT {
+        "Reuse"
+    } else {
+        "Fresh"
+    };
+    let bytes = if bytes.len() > CONFIGMAP_LIMIT && bytes.len() <= COMPRESS_LIMIT {
+        crate::source::compressed::deflate(&bytes)
+    } else {
+        bytes
+    };
+    let source = if bytes.len() <= CONFIGMAP_LIMIT {
         let mut cm: ConfigMap = serde_json::from_value(
             json!({"metadata": {"name": name, "namespace": SYSTEM_NAMESPACE}}),
         )?;
@@ -351,12 +366,11 @@ async fn install_plugin(
             .patch(name, &apply, &Patch::Apply(&cm))
             .await
             .with_context(|| format!("storing plugin {name}"))?;
-        let source = json!({"configMap": {"namespace": SYSTEM_NAMESPACE, "name": name, "key": "plugin.wasm"}});
-        (source, "Fresh")
+        json!({"configMap": {"namespace": SYSTEM_NAMESPACE, "name": name, "key": "plugin.wasm"}})
     } else {
         let path = std::fs::canonicalize(path)
             .with_context(|| format!("resolving plugin {}", path.display()))?;
-        (json!({"file": {"path": path}}), "Reuse")
+        json!({"file": {"path": path}})
     };
     // A SampleDB plugin's manifest says what it is granted and given; any other plugin gets
     // what it declares. The parent kind is the one `windlass dev` was given either way.

@@ -3,12 +3,15 @@
 //!
 //! - [`oci`]: pull, push and resolve plugins in an OCI registry (the WebAssembly artifact
 //!   layout), with registry credentials and a sha256 pin.
+//! - [`compressed`]: components stored gzip-compressed (a ConfigMap's 1 MiB), inflated with a
+//!   limit.
 //!
 //! # Assumptions
 //! The TLS stack is built without a default crypto provider: call [`install_crypto_provider`]
 //! once at process start, before any registry (or Kubernetes API) connection.
 
 pub mod auth;
+pub mod compressed;
 pub mod oci;
 
 /// Why a plugin could not be fetched or published. Every variant names the reference or the
@@ -84,6 +87,15 @@ pub enum Error {
         hint: &'static str,
     },
 
+    /// A gzip-compressed component (in a ConfigMap or a file) is corrupt, or inflates to more
+    /// than the limit.
+    #[error("{source_name}: refusing the plugin: the gzip-compressed component {why}")]
+    Inflate {
+        /// The source, as `configMap ns/name[key]` or `file <path>`.
+        source_name: String,
+        why: String,
+    },
+
     /// The downloaded bytes do not hash to the digest the manifest declares.
     #[error(
         "{reference}: layer content is corrupt: declared {declared}, downloaded bytes hash to {actual}"
@@ -152,6 +164,7 @@ impl Error {
             Error::TooLarge { .. } => "TooLarge",
             Error::DigestMismatch { .. } => "DigestMismatch",
             Error::Corrupt { .. } => "Corrupt",
+            Error::Inflate { .. } => "InflateFailed",
             Error::InvalidPlugin { .. } => "InvalidPlugin",
             Error::InvalidKey { .. } => "InvalidKey",
             Error::Unsigned { .. } => "Unsigned",

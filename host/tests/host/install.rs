@@ -448,12 +448,19 @@ async fn the_chart_installed_on_a_real_api_server_runs_the_sampledb_operator_on_
     windlass_devcluster::simulator::remote::install_snapshot_api(&admin)
         .await
         .expect("the snapshot API installed");
-    // The Rust plugins, in ConfigMaps the preset names.
+    // The Rust plugins, gzip-compressed as docs/INSTALL.md says, in ConfigMaps the preset names.
     for (name, path) in [
         ("sampledb-storage", guests::STORAGE),
         ("sampledb-backup", guests::BACKUP),
         ("sampledb-upgrade", guests::UPGRADE),
     ] {
+        let packed = dir.path().join(format!("{name}.wasm.gz"));
+        let gzip = std::process::Command::new("gzip")
+            .args(["-9nc", path])
+            .output()
+            .expect("gzip runs");
+        assert!(gzip.status.success(), "gzip {path}: {}", gzip.status);
+        std::fs::write(&packed, &gzip.stdout).unwrap();
         k(
             vec![
                 "-n".into(),
@@ -461,7 +468,7 @@ async fn the_chart_installed_on_a_real_api_server_runs_the_sampledb_operator_on_
                 "create".into(),
                 "configmap".into(),
                 name.into(),
-                format!("--from-file=plugin.wasm={path}"),
+                format!("--from-file=plugin.wasm={}", packed.display()),
             ],
             None,
         )

@@ -256,8 +256,8 @@ async fn updating_the_plugins_config_map_swaps_the_logic_without_a_restart() {
 
 /// Swaps in a broken version and checks that v1 keeps serving and nothing is deleted.
 /// `spec` (when given) is applied over the WasmPlugin's spec first and waited for, so the
-/// broken version is judged with it.
-async fn broken_version_is_refused(bytes: Vec<u8>, spec: Option<Value>, reason: &str) {
+/// broken version is judged with it. Returns the Ready condition's message.
+async fn broken_version_is_refused(bytes: Vec<u8>, spec: Option<Value>, reason: &str) -> String {
     let mut env = Env::start().await;
     env.with_children_plugin().await;
     env.create_thing_with_children("t1", json!({"names": ["a", "b"], "value": "v"}), 2)
@@ -312,6 +312,7 @@ async fn broken_version_is_refused(bytes: Vec<u8>, spec: Option<Value>, reason: 
         .await;
     env.wait_for_child_version("t2", "1.0.0").await;
     assert_eq!(env.children_of("t1").await.len(), 2, "no child was deleted");
+    ready.message.clone()
 }
 
 /// The children WasmPlugin's source, pinned to `pin`.
@@ -359,6 +360,55 @@ async fn a_version_with_the_wrong_digest_is_refused_and_the_old_one_keeps_servin
         "DigestMismatch",
     )
     .await;
+}
+
+/// A component too big for a ConfigMap is stored gzip-compressed: the host inflates it, and
+/// its digest — the one it reports and the one a pin is checked against — is the component's,
+/// however it is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gzip_compressed_component_loads_under_the_digest_of_the_component() {
+    let mut env = Env::start().await;
+    env.with_children_plugin().await;
+    env.create_thing("t1", json!({"names": ["a"], "value": "v"}))
+        .await;
+    env.wait_for_child_version("t1", "1.0.0").await;
+    let v2 = guests::bytes(guests::CHILDREN_V2);
+    let packed = windlass::source::compressed::deflate(&v2);
+    assert!(
+        packed.len() < v2.len() / 2,
+        "{} of {}",
+        packed.len(),
+        v2.len()
+    );
+    let digest = windlass::runtime::digest(&v2);
+    env.put_wasm_plugin(
+        "children",
+        ("example.com/v1", "Thing"),
+        "children",
+        pin_spec(&digest),
+    )
+    .await;
+    env.put_plugin_bytes("children", packed).await;
+    env.wait_for_child_version("t1", "2.0.0").await;
+    let status = env.wasm_plugin("children").await.status.unwrap();
+    assert_eq!(status.version.as_deref(), Some("2.0.0"));
+    assert_eq!(status.digest.as_deref(), Some(digest.as_str()));
+    assert!(status.last_error.is_none(), "{:?}", status.last_error);
+}
+
+/// A gzip stream that would inflate past the size limit (64 MiB of zeros in 64 KiB) is
+/// refused without inflating it all, naming the ConfigMap, and the old version keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compressed_component_that_inflates_past_the_limit_is_refused() {
+    let bomb = windlass::source::compressed::deflate(&vec![0u8; (64 << 20) + 1]);
+    assert!(bomb.len() < 128 << 10, "{} bytes", bomb.len());
+    let message = broken_version_is_refused(bomb, None, "InflateFailed").await;
+    assert!(
+        message.contains(
+            "configMap windlass-system/children[plugin.wasm]: refusing the plugin: the gzip-compressed component inflates to more than the limit of 67108864 bytes"
+        ),
+        "{message}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,7 +13,7 @@ mod oci;
 
 use kube::Client;
 
-use windlass_source::oci as registry;
+use windlass_source::{compressed, oci as registry};
 
 use super::error::LoadError;
 use crate::crd::{PluginSource, Source};
@@ -119,7 +119,9 @@ impl Source<'_> {
     }
 
     /// Fetches the component and checks the `sha256` pin: its form before anything is read,
-    /// then the digest of what was fetched.
+    /// then the digest of what was fetched. A ConfigMap's or a file's gzip-compressed component
+    /// is inflated first (up to the registry's layer limit), and its digest is the inflated
+    /// component's.
     ///
     /// # Errors
     /// [`LoadError::Source`] naming the source when it cannot be read; [`LoadError::Fetch`]
@@ -161,6 +163,14 @@ impl Source<'_> {
                     resolved.revision.as_deref(),
                 )
                 .await?
+            }
+        };
+        let bytes = match self {
+            // A registry's layer is the component itself (the artifact layout's media type).
+            Source::Oci(_) => bytes,
+            Source::ConfigMap(_) | Source::File(_) => {
+                compressed::inflate(bytes, settings.options.max_layer_bytes, &self.describe())
+                    .map_err(refused)?
             }
         };
         let digest = windlass_contract::digest(&bytes);
