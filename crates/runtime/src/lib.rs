@@ -147,6 +147,15 @@ impl Runtime {
     pub fn new(config: RuntimeConfig) -> Result<Self> {
         let engine = wasmtime::Engine::new(&engine_config(&config))
             .map_err(|e| Error::Engine(format!("{e:#}")))?;
+        if PoolingAllocationConfig::is_pagemap_scan_available() {
+            tracing::debug!("a fresh instance's teardown resets only the pages it wrote");
+        } else {
+            tracing::info!(
+                keep_resident_bytes = config.keep_resident_bytes,
+                "the kernel cannot say which pages an instance wrote (PAGEMAP_SCAN, Linux 6.7): \
+                 a fresh instance's teardown resets every page it kept resident"
+            );
+        }
         let mut linker = Linker::<Sandbox>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| Error::Engine(format!("linking WASI: {e:#}")))?;

@@ -36,8 +36,8 @@ pub struct Args {
     /// Where /healthz, /readyz and /metrics listen.
     #[arg(long, env = "WINDLASS_ADMIN_ADDR", default_value = "0.0.0.0:8080")]
     admin_addr: std::net::SocketAddr,
-    /// Parents reconciled at once per kind.
-    #[arg(long, default_value_t = 16)]
+    /// Parents reconciled at once per kind (at least 1).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
     concurrency: u16,
     /// Count fuel so that WasmPlugins may set a fuel limit (costs a few percent per call).
     #[arg(long)]
@@ -140,4 +140,27 @@ pub async fn run(global: &Global, args: Args) -> Result<()> {
     let _ = stop.send(true);
     let _ = task.await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: super::Args,
+    }
+
+    /// `--concurrency 0` once meant "unbounded" to kube-runtime; the host's gate has no such
+    /// meaning, so it is refused, naming the flag, rather than quietly run as one.
+    #[test]
+    fn a_concurrency_of_zero_is_refused_naming_the_flag() {
+        let err = Cli::try_parse_from(["windlass", "--concurrency", "0"]).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("--concurrency"), "{text}");
+        assert!(text.contains("0 is not in 1..=65535"), "{text}");
+        let ok = Cli::try_parse_from(["windlass", "--concurrency", "1"]).unwrap();
+        assert_eq!(ok.run.concurrency, 1);
+    }
 }
