@@ -184,12 +184,27 @@ pub fn read_config_file(path: &Path) -> Result<BTreeMap<String, Value>> {
         .collect()
 }
 
+/// A plugin's component from its file, inflated if the file is gzip-compressed (as a
+/// ConfigMap may hold it), so that what runs here, and its digest, are what the host would load.
+///
+/// # Errors
+/// When the file cannot be read, or is a gzip stream that is corrupt or inflates past the
+/// registry's default layer limit.
+pub fn read_plugin(path: &std::path::Path) -> Result<Vec<u8>> {
+    let bytes =
+        std::fs::read(path).with_context(|| format!("reading plugin {}", path.display()))?;
+    Ok(crate::source::compressed::inflate(
+        bytes,
+        crate::source::oci::DEFAULT_MAX_LAYER_BYTES,
+        &format!("file {}", path.display()),
+    )?)
+}
+
 /// Loads the plugins and runs the pipeline.
 pub fn render(runtime: &Runtime, input: &Input) -> Result<Outcome> {
     let mut stages = Vec::new();
     for path in &input.plugins {
-        let bytes =
-            std::fs::read(path).with_context(|| format!("reading plugin {}", path.display()))?;
+        let bytes = read_plugin(path)?;
         let label = path
             .file_stem()
             .and_then(|s| s.to_str())

@@ -303,8 +303,7 @@ fn new(lang: Lang, name: &str, dir: Option<PathBuf>) -> Result<()> {
 
 /// Runs every case of every suite; fails naming how many cases failed.
 fn test(runtime: &Runtime, component: &Path, suites: &[PathBuf], bless: bool) -> Result<()> {
-    let bytes =
-        std::fs::read(component).with_context(|| format!("reading {}", component.display()))?;
+    let bytes = windlass::render::read_plugin(component)?;
     let label = component
         .file_stem()
         .and_then(|s| s.to_str())
@@ -361,7 +360,7 @@ fn test(runtime: &Runtime, component: &Path, suites: &[PathBuf], bless: bool) ->
 }
 
 fn inspect(runtime: &Runtime, path: &Path, output: Output) -> Result<()> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let bytes = windlass::render::read_plugin(path)?;
     let label = path
         .file_stem()
         .and_then(|s| s.to_str())
@@ -403,7 +402,8 @@ async fn push(
     reference: &str,
     options: &oci::Options,
 ) -> Result<()> {
-    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    // A registry's layer is the component itself: a compressed file is pushed inflated.
+    let bytes = windlass::render::read_plugin(file)?;
     let pushed = oci::push(reference, &bytes, runtime, options).await?;
     print(&format!(
         "pushed: {reference}\n\

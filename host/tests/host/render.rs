@@ -284,6 +284,21 @@ fn inspect_prints_info_digest_size_and_imports() {
             .any(|i| i == "windlass:plugin/types@0.1.0")
     );
 
+    // The same component gzip-compressed, as a ConfigMap may hold it: the same plugin, and the
+    // digest and size of the component itself, which is what the host reports and pins check.
+    let dir = tempfile::tempdir().unwrap();
+    let packed = dir.path().join("storage.wasm.gz");
+    let bytes = std::fs::read(guests::STORAGE).unwrap();
+    std::fs::write(&packed, windlass::source::compressed::deflate(&bytes)).unwrap();
+    let (ok, stdout, stderr) =
+        windlass(&["plugin", "inspect", packed.to_str().unwrap(), "-o", "json"]);
+    assert!(ok, "{stderr}");
+    let compressed: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(compressed["name"], "sampledb-storage");
+    assert_eq!(compressed["digest"], out["digest"]);
+    assert_eq!(compressed["digest"], windlass::runtime::digest(&bytes));
+    assert_eq!(compressed["size"], out["size"]);
+
     let (ok, _, stderr) = windlass(&["plugin", "inspect", guests::FUTURE_CONTRACT]);
     assert!(!ok);
     assert!(
