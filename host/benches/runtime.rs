@@ -7,7 +7,8 @@
 //! still agree, and its timings mean nothing.
 //!
 //! With `WINDLASS_BENCH_CALLGRIND=1` (`cargo xtask bench runtime --callgrind`) it counts
-//! instructions instead, which the machine's load does not change: it runs itself under
+//! instructions instead, which the machine's load does not change (user-space ones only: page
+//! faults and the kernel's part of resetting memory are not counted): it runs itself under
 //! `valgrind --tool=callgrind` once per variant (a)–(c) and number of calls, 20 and 220, and
 //! prints the instructions per call — the difference of the two runs' totals over 200 calls, so
 //! that start-up and loading cancel out — and their ratios.
@@ -166,7 +167,9 @@ fn count_instructions() {
         if name.is_empty() {
             continue;
         }
-        let n = (totals[1] - totals[0]) / (CALLS.1 - CALLS.0);
+        let n = totals[1].checked_sub(totals[0]).unwrap_or_else(|| {
+            panic!("{variant}: {CALLS:?} calls counted {totals:?}: fewer with more calls")
+        }) / (CALLS.1 - CALLS.0);
         eprintln!("{name}: {n} instructions per call");
         per_call.push((name, n));
     }
@@ -197,7 +200,7 @@ fn main() {
     let bytes = std::fs::read(path).expect("storage component");
     let mut config = RuntimeConfig::default();
     config.cache_dir = std::env::var_os("WINDLASS_BENCH_CACHE_DIR").map(Into::into);
-    if std::env::var_os("WINDLASS_BENCH_CALLGRIND").is_some() {
+    if std::env::var("WINDLASS_BENCH_CALLGRIND").as_deref() == Ok("child") {
         // The pool reserves address space per slot (2 TiB at the default 256 slots), more
         // than valgrind can map; the bench needs two.
         config.max_instances = 4;

@@ -39,6 +39,10 @@ const CONFIGMAP_LIMIT: usize = 1000 * 1024;
 /// The largest component compressed to try a ConfigMap (gzip makes a component about a third
 /// as large; one above this is loaded from its file without trying).
 const COMPRESS_LIMIT: usize = 4 * CONFIGMAP_LIMIT;
+/// Above this size a component is taken for a heavy guest (an interpreter or a language runtime
+/// inside: the JavaScript plugin is 1.7 MB, the Go one 3.5 MB, the Rust ones about 1 MB) and,
+/// unless its manifest says otherwise, runs with its instances kept warm.
+const HEAVY_GUEST: usize = 1536 * 1024;
 
 mod sampledb {
     // `SAMPLEDB_PLUGINS`, `is_cargo_package`, `sampledb_component`.
@@ -344,10 +348,10 @@ async fn install_plugin(
         )
     })?;
     let apply = PatchParams::apply("windlass-dev").force();
-    // A component too big for a ConfigMap is a heavy guest (an interpreter inside), so its
-    // instances are kept warm. It is stored compressed (the host inflates it and checks the
-    // digest of the component itself), or, too big even so, comes from its file.
-    let instance_mode = if bytes.len() > CONFIGMAP_LIMIT {
+    // A heavy guest's instances are kept warm. A component too big for a ConfigMap is stored
+    // compressed (the host inflates it and checks the digest of the component itself), or, too
+    // big even so, comes from its file.
+    let instance_mode = if bytes.len() > HEAVY_GUEST {
         "Reuse"
     } else {
         "Fresh"

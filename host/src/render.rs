@@ -188,14 +188,14 @@ pub fn read_config_file(path: &Path) -> Result<BTreeMap<String, Value>> {
 /// ConfigMap may hold it), so that what runs here, and its digest, are what the host would load.
 ///
 /// # Errors
-/// When the file cannot be read, or is a gzip stream that is corrupt or inflates past the
-/// registry's default layer limit.
-pub fn read_plugin(path: &std::path::Path) -> Result<Vec<u8>> {
+/// When the file cannot be read, or is a gzip stream that is corrupt or inflates past `limit`
+/// bytes.
+pub fn read_plugin(path: &std::path::Path, limit: u64) -> Result<Vec<u8>> {
     let bytes =
         std::fs::read(path).with_context(|| format!("reading plugin {}", path.display()))?;
     Ok(crate::source::compressed::inflate(
         bytes,
-        crate::source::oci::DEFAULT_MAX_LAYER_BYTES,
+        limit,
         &format!("file {}", path.display()),
     )?)
 }
@@ -204,7 +204,7 @@ pub fn read_plugin(path: &std::path::Path) -> Result<Vec<u8>> {
 pub fn render(runtime: &Runtime, input: &Input) -> Result<Outcome> {
     let mut stages = Vec::new();
     for path in &input.plugins {
-        let bytes = read_plugin(path)?;
+        let bytes = read_plugin(path, crate::source::oci::DEFAULT_MAX_LAYER_BYTES)?;
         let label = path
             .file_stem()
             .and_then(|s| s.to_str())

@@ -165,7 +165,7 @@ fn plugins() -> Result<Vec<PathBuf>> {
     let target_dir = root().join("target").join("wasm");
     let mut args = vec![
         "build",
-        // The workspace's `wasm` profile: small components, shared with test-guests/build.rs.
+        // The workspace's `wasm` profile (built for speed), shared with test-guests/build.rs.
         "--profile",
         "wasm",
         "--target",

@@ -23,7 +23,7 @@ pub fn is_gzip(bytes: &[u8]) -> bool {
 /// # Errors
 /// [`Error::Inflate`] naming the source when the gzip stream is corrupt or inflates to more
 /// than `limit` bytes (reading stops there: a small ConfigMap cannot make the host allocate
-/// gigabytes).
+/// gigabytes; the buffer may reach twice the limit while it grows).
 pub fn inflate(bytes: Vec<u8>, limit: u64, source_name: &str) -> Result<Vec<u8>, Error> {
     if !is_gzip(&bytes) {
         return Ok(bytes);
@@ -32,8 +32,15 @@ pub fn inflate(bytes: Vec<u8>, limit: u64, source_name: &str) -> Result<Vec<u8>,
         source_name: source_name.to_string(),
         why,
     };
-    let mut out = Vec::with_capacity(bytes.len().saturating_mul(3));
-    flate2::read::GzDecoder::new(bytes.as_slice())
+    // Room for a typical component up front, never more than the limit allows.
+    let room = bytes
+        .len()
+        .saturating_mul(4)
+        .min(usize::try_from(limit).unwrap_or(usize::MAX));
+    let mut out = Vec::with_capacity(room.saturating_add(1));
+    // Every member, as gunzip reads a file: bytes after the first member that are not another
+    // member are an error, not silently ignored.
+    flate2::read::MultiGzDecoder::new(bytes.as_slice())
         .take(limit.saturating_add(1))
         .read_to_end(&mut out)
         .map_err(|e| refused(format!("cannot be inflated: {e}")))?;
@@ -98,6 +105,36 @@ mod tests {
             inflate(exact, 1 << 20, "file c.wasm").unwrap().len(),
             1 << 20
         );
+    }
+
+    #[test]
+    fn inflating_stops_at_the_limit_without_reading_the_rest() {
+        // The trailer's CRC is wrong: only a decoder that reads to the end notices, so the
+        // error says which one ran.
+        let mut packed = deflate(&vec![0u8; (1 << 20) + 1000]);
+        let crc = packed.len() - 8;
+        packed[crc] ^= 0xff;
+        let err = inflate(packed.clone(), 1 << 20, "file c.wasm").unwrap_err();
+        assert!(
+            err.to_string()
+                .ends_with("inflates to more than the limit of 1048576 bytes"),
+            "{err}"
+        );
+        let err = inflate(packed, 2 << 20, "file c.wasm").unwrap_err();
+        assert!(err.to_string().contains("cannot be inflated"), "{err}");
+    }
+
+    #[test]
+    fn every_member_is_read_and_a_tail_that_is_not_one_is_refused() {
+        let mut two = deflate(b"\0asm first half, ");
+        two.extend(deflate(b"second half"));
+        assert_eq!(
+            inflate(two.clone(), 1 << 20, "file c.wasm").unwrap(),
+            b"\0asm first half, second half"
+        );
+        two.extend_from_slice(b"not gzip at all");
+        let err = inflate(two, 1 << 20, "file c.wasm").unwrap_err();
+        assert!(err.to_string().contains("cannot be inflated"), "{err}");
     }
 
     #[test]

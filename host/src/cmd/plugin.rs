@@ -125,7 +125,8 @@ pub struct RegistryArgs {
     /// A registry (host:port) spoken to over plain HTTP; repeatable. Default: none.
     #[arg(long = "insecure-registry")]
     insecure_registries: Vec<String>,
-    /// The largest plugin a pull or inspect accepts, in MiB.
+    /// The largest plugin a pull or inspect accepts (for a gzip-compressed file, inflated), in
+    /// MiB.
     #[arg(long, default_value_t = 64)]
     max_size_mib: u64,
 }
@@ -163,7 +164,8 @@ pub fn run(global: &Global, command: Command) -> Result<()> {
         } => {
             let runtime = global.runtime()?;
             if Path::new(&target).is_file() {
-                inspect(&runtime, Path::new(&target), output)
+                let limit = registry.options().max_layer_bytes;
+                inspect(&runtime, Path::new(&target), limit, output)
             } else {
                 super::block_on(inspect_remote(
                     &runtime,
@@ -303,7 +305,7 @@ fn new(lang: Lang, name: &str, dir: Option<PathBuf>) -> Result<()> {
 
 /// Runs every case of every suite; fails naming how many cases failed.
 fn test(runtime: &Runtime, component: &Path, suites: &[PathBuf], bless: bool) -> Result<()> {
-    let bytes = windlass::render::read_plugin(component)?;
+    let bytes = windlass::render::read_plugin(component, oci::DEFAULT_MAX_LAYER_BYTES)?;
     let label = component
         .file_stem()
         .and_then(|s| s.to_str())
@@ -359,8 +361,8 @@ fn test(runtime: &Runtime, component: &Path, suites: &[PathBuf], bless: bool) ->
     Ok(())
 }
 
-fn inspect(runtime: &Runtime, path: &Path, output: Output) -> Result<()> {
-    let bytes = windlass::render::read_plugin(path)?;
+fn inspect(runtime: &Runtime, path: &Path, limit: u64, output: Output) -> Result<()> {
+    let bytes = windlass::render::read_plugin(path, limit)?;
     let label = path
         .file_stem()
         .and_then(|s| s.to_str())
@@ -403,7 +405,7 @@ async fn push(
     options: &oci::Options,
 ) -> Result<()> {
     // A registry's layer is the component itself: a compressed file is pushed inflated.
-    let bytes = windlass::render::read_plugin(file)?;
+    let bytes = windlass::render::read_plugin(file, options.max_layer_bytes)?;
     let pushed = oci::push(reference, &bytes, runtime, options).await?;
     print(&format!(
         "pushed: {reference}\n\

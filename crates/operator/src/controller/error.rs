@@ -41,8 +41,8 @@ pub enum LoadError {
     #[error("plugin {plugin}: source {why}")]
     Source { plugin: String, why: String },
     /// The source could not be used: a registry pull failed (unreachable, auth, not found,
-    /// wrong layout), or the pin is malformed or does not match what was fetched, from any
-    /// source.
+    /// wrong layout), a gzip-compressed component is corrupt or inflates past the limit, or
+    /// the pin is malformed or does not match what was fetched, from any source.
     #[error("plugin {plugin}: {source}")]
     Fetch {
         plugin: String,

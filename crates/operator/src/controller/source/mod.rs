@@ -125,7 +125,8 @@ impl Source<'_> {
     ///
     /// # Errors
     /// [`LoadError::Source`] naming the source when it cannot be read; [`LoadError::Fetch`]
-    /// when the pin is malformed, does not match, or a registry pull fails.
+    /// when the pin is malformed, does not match, a registry pull fails, or a compressed
+    /// component is corrupt or inflates past the limit.
     pub async fn fetch(
         &self,
         client: &Client,
@@ -168,10 +169,16 @@ impl Source<'_> {
         let bytes = match self {
             // A registry's layer is the component itself (the artifact layout's media type).
             Source::Oci(_) => bytes,
-            Source::ConfigMap(_) | Source::File(_) => {
-                compressed::inflate(bytes, settings.options.max_layer_bytes, &self.describe())
+            // Inflating up to the limit (64 MiB) is work for a blocking thread, not the
+            // executor's, which the watches and reconciles share.
+            Source::ConfigMap(_) | Source::File(_) if compressed::is_gzip(&bytes) => {
+                let (limit, name) = (settings.options.max_layer_bytes, self.describe());
+                tokio::task::spawn_blocking(move || compressed::inflate(bytes, limit, &name))
+                    .await
+                    .map_err(LoadError::Join)?
                     .map_err(refused)?
             }
+            Source::ConfigMap(_) | Source::File(_) => bytes,
         };
         let digest = windlass_contract::digest(&bytes);
         if let Some(pin) = pin
