@@ -244,6 +244,20 @@ mod tests {
         })
     }
 
+    /// The next `n` waiters served, in order, each giving its permit back at once.
+    async fn served(
+        rx: &mut tokio::sync::mpsc::UnboundedReceiver<(&'static str, Permit)>,
+        n: usize,
+    ) -> Vec<&'static str> {
+        let mut order = Vec::new();
+        for _ in 0..n {
+            let (uid, permit) = rx.recv().await.unwrap();
+            order.push(uid);
+            drop(permit);
+        }
+        order
+    }
+
     async fn settle() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -271,12 +285,7 @@ mod tests {
         gate.promote("new", Lane::Resync);
         assert_eq!(gate.waiting(), [3, 1, 2]);
         drop(held);
-        let mut order = Vec::new();
-        for _ in 0..6 {
-            let (uid, permit) = rx.recv().await.unwrap();
-            order.push(uid);
-            drop(permit);
-        }
+        let order = served(&mut rx, 6).await;
         assert_eq!(
             order,
             [
@@ -304,13 +313,11 @@ mod tests {
         waiter(&gate, "new", Lane::Changed, &tx);
         settle().await;
         drop(held);
-        let (first, permit) = rx.recv().await.unwrap();
         assert_eq!(
-            first, "old-requeue",
+            served(&mut rx, 2).await,
+            ["old-requeue", "new"],
             "the requeue had waited past the limit"
         );
-        drop(permit);
-        assert_eq!(rx.recv().await.unwrap().0, "new");
     }
 
     #[tokio::test]
@@ -327,12 +334,7 @@ mod tests {
         waiter(&gate, "new-2", Lane::Changed, &tx);
         settle().await;
         drop(held);
-        let mut order = Vec::new();
-        for _ in 0..4 {
-            let (uid, permit) = rx.recv().await.unwrap();
-            order.push(uid);
-            drop(permit);
-        }
+        let order = served(&mut rx, 4).await;
         assert_eq!(order, ["old-1", "new-1", "old-2", "new-2"]);
     }
 
