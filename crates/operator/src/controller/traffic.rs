@@ -145,12 +145,7 @@ impl Index {
             .get(namespace)
             .into_iter()
             .flat_map(HashMap::values)
-            .filter(|o| {
-                o.pointer("/metadata/labels")
-                    .and_then(|l| l.get(PARENT_UID_LABEL))
-                    .and_then(Value::as_str)
-                    != Some(uid)
-            })
+            .filter(|o| !labelled_with(o, uid))
             .cloned()
             .collect();
         Some(others)
@@ -165,9 +160,17 @@ pub fn others_of(
 ) -> Vec<Arc<Value>> {
     objects
         .iter()
-        .filter(|o| o.labels().get(PARENT_UID_LABEL).map(String::as_str) != Some(uid))
         .map(|o| Arc::new(cut(o)))
+        .filter(|o| !labelled_with(o, uid))
         .collect()
+}
+
+/// Whether a cut-down object carries the parent-uid label `uid` (the cut keeps that label).
+fn labelled_with(cut: &Value, uid: &str) -> bool {
+    cut.pointer("/metadata/labels")
+        .and_then(|l| l.get(PARENT_UID_LABEL))
+        .and_then(Value::as_str)
+        == Some(uid)
 }
 
 /// Name, namespace and the parent-uid label.
