@@ -141,11 +141,31 @@ pub fn run_json<P: Plugin>(
     config: &str,
     now: &str,
 ) -> Result<(Vec<String>, Option<String>)> {
+    let parts = run_parts::<P>(phase, parent, observed, desired, config, now)?;
+    Ok((parts.desired, parts.status))
+}
+
+/// The whole of a native run's answer, as the WIT response carries it.
+pub use crate::output::Parts;
+
+/// Like [`run_json`], returning the whole answer — conditions, events, requeue and
+/// `finalized` as well: what a native stand-in for the component (the host benchmark's native
+/// `Engine`) answers the host with.
+///
+/// # Errors
+/// The plugin's own error, or a parse error of the inputs.
+pub fn run_parts<P: Plugin>(
+    phase: Phase,
+    parent: &str,
+    observed: &[String],
+    desired: &[String],
+    config: &str,
+    now: &str,
+) -> Result<Parts> {
     let ctx = Context::from_json(phase, parent, observed, desired, config, now.to_string())?;
     let out = match phase {
         Phase::Reconcile => P::reconcile(&ctx)?,
         Phase::Finalize => P::finalize(&ctx)?,
     };
-    let parts = out.into_parts()?;
-    Ok((parts.desired, parts.status))
+    out.into_parts()
 }

@@ -4,7 +4,15 @@
 //! - (a) `windlass run`, the release binary, with the storage plugin loaded from a ConfigMap
 //!   through a WasmPlugin, and
 //! - (b) `native_sampledb` (host/examples), the same storage logic compiled into a plain
-//!   kube-runtime controller with the same watches, concurrency (16), apply and status writes.
+//!   kube-runtime controller with the same watches, concurrency (16), apply and status writes,
+//!   and
+//! - (c) `native_engine` (host/examples), the host of (a) — the same operator, settings and
+//!   WasmPlugin — with a native `Engine` that answers each call with the storage logic compiled
+//!   in: a/c is what the sandbox costs inside the host, like for like.
+//!
+//! After converging, each variant's children are read and compared (uids, server-set fields and
+//! generated secret values taken out): the benchmark fails if the variants did not make the same
+//! objects, so a ratio never compares different work.
 //!
 //! Each variant gets a fresh in-process devcluster (simulator on) and runs as its own process,
 //! so that its peak RSS is its own: `VmHWM` from /proc/<pid>/status, read after convergence
@@ -24,7 +32,9 @@
 //!
 //! Run with `cargo xtask bench host`; `WINDLASS_BENCH_PARENTS` sets N. The xtask builds the
 //! binaries and the plugin and passes their paths in `WINDLASS_BENCH_WINDLASS`,
-//! `WINDLASS_BENCH_NATIVE` and `WINDLASS_BENCH_PLUGIN`.
+//! `WINDLASS_BENCH_NATIVE`, `WINDLASS_BENCH_ENGINE` and `WINDLASS_BENCH_PLUGIN`.
+//! `WINDLASS_BENCH_QUICK=1` (what CI runs, on the test build) makes it short: 20 parents, no
+//! hot swap or restart — the three variants and the children check, so that it cannot rot.
 //!
 //! `cargo xtask bench host --real` (`WINDLASS_BENCH_CLUSTER=real`) runs both variants against a
 //! real control plane instead (`windlass_kubeplane`: etcd, kube-apiserver and
@@ -94,7 +104,12 @@ struct Setup {
     parents: usize,
     windlass: PathBuf,
     native: PathBuf,
+    /// The host with a native `Engine` (host/examples/native_engine.rs), variant (c).
+    engine: PathBuf,
     plugin: PathBuf,
+    /// The short run CI makes so that the benchmark cannot rot (`WINDLASS_BENCH_QUICK`):
+    /// 20 parents by default, no hot swap or restart; the children check is the point.
+    quick: bool,
     /// More `windlass run` flags, from `WINDLASS_BENCH_RUN_ARGS` (split on whitespace), to try
     /// a setting such as `--debounce-ms 100`.
     windlass_args: Vec<String>,
@@ -115,6 +130,8 @@ struct Run {
     rss: u64,
     /// Instructions and reconciles counted in the window, in callgrind mode.
     instructions: Option<(u64, Reconciles)>,
+    /// The children once converged, as [`children`] reads them (empty in callgrind mode).
+    children: Children,
 }
 
 /// What the host's `windlass_reconciles_total` says, summed over kinds.
@@ -126,8 +143,10 @@ struct Reconciles {
 
 fn main() -> Result<()> {
     windlass::source::install_crypto_provider();
+    let quick = std::env::var_os("WINDLASS_BENCH_QUICK").is_some_and(|v| v != "0");
     let parents = match std::env::var("WINDLASS_BENCH_PARENTS") {
         Ok(n) => n.parse().context("WINDLASS_BENCH_PARENTS: not a number")?,
+        Err(_) if quick => 20,
         Err(_) => 1_000,
     };
     let exe = std::env::current_exe()?;
@@ -147,10 +166,15 @@ fn main() -> Result<()> {
             "WINDLASS_BENCH_NATIVE",
             profile_dir.join("examples").join("native_sampledb"),
         ),
+        engine: path(
+            "WINDLASS_BENCH_ENGINE",
+            profile_dir.join("examples").join("native_engine"),
+        ),
         plugin: path(
             "WINDLASS_BENCH_PLUGIN",
             windlass_test_guests::STORAGE.into(),
         ),
+        quick,
         windlass_args: std::env::var("WINDLASS_BENCH_RUN_ARGS")
             .unwrap_or_default()
             .split_whitespace()
@@ -181,42 +205,63 @@ async fn bench(setup: &Setup) -> Result<()> {
     let (wasm, swap, restart) = windlass_variant(setup).await?;
     eprintln!("(b) native kube-runtime controller, {n} SampleDBs …");
     let native = native_variant(setup).await?;
+    eprintln!("(c) the host with a native Engine, {n} SampleDBs …");
+    let engine = engine_variant(setup).await?;
 
     println!(
         "host benchmark: {n} SampleDBs (replicas 1) created at once ({IN_FLIGHT} in flight), \
-         a fresh {} per variant",
+         a fresh {} per variant{}",
         if setup.real {
             "real control plane (etcd, kube-apiserver, kube-controller-manager; simulated kubelet)"
         } else {
             "devcluster"
+        },
+        if setup.quick {
+            " (quick: the children check; timings mean nothing)"
+        } else {
+            ""
         }
     );
     println!(
-        "{:<38} {:>11} {:>9} {:>14} {:>14}",
+        "{:<44} {:>11} {:>9} {:>14} {:>14}",
         "variant", "converge s", "ready s", "peak RSS MiB", "RSS end MiB"
     );
     for (name, r) in [
         ("(a) windlass run, storage plugin (wasm)", &wasm),
         ("(b) native kube-runtime controller", &native),
+        ("(c) the same host, native Engine", &engine),
     ] {
         let ready = r
             .ready
             .map_or_else(|| "n/a".to_string(), |d| format!("{:.2}", d.as_secs_f64()));
         println!(
-            "{name:<38} {:>11.2} {ready:>9} {:>14.1} {:>14.1}",
+            "{name:<44} {:>11.2} {ready:>9} {:>14.1} {:>14.1}",
             r.converge.as_secs_f64(),
             mib(r.peak_rss),
             mib(r.rss)
         );
     }
+    let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
     println!(
-        "ratio time a/b (converge)      {:>6.2}  (goal <= 1.1)",
-        wasm.converge.as_secs_f64() / native.converge.as_secs_f64()
+        "ratio time a/b (converge)      {:>6.2}  (goal <= 1.0)",
+        ratio(wasm.converge, native.converge)
     );
     println!(
         "ratio memory a/b (peak RSS)    {:>6.2}  (goal <= 1.3)",
         wasm.peak_rss as f64 / native.peak_rss as f64
     );
+    println!(
+        "ratio time a/c (converge)      {:>6.2}  (goal <= 1.15: the sandbox inside the host)",
+        ratio(wasm.converge, engine.converge)
+    );
+    println!(
+        "ratio memory a/c (peak RSS)    {:>6.2}",
+        wasm.peak_rss as f64 / engine.peak_rss as f64
+    );
+    same_children(&wasm.children, &native.children, &engine.children)?;
+    if setup.quick {
+        return Ok(());
+    }
     let secs = |d: Option<Duration>| {
         d.map_or_else(
             || format!("not done in {} s", SWAP_TIMEOUT.as_secs()),
@@ -243,6 +288,181 @@ async fn bench(setup: &Setup) -> Result<()> {
         _ => println!("ratio swap/restart             n/a  (goal <= 0.1)"),
     }
     Ok(())
+}
+
+/// The children of the bench namespace by `Kind/name`, with what differs from one cluster or
+/// run to the next taken out: what the API server sets (uid, resourceVersion, timestamps,
+/// managedFields, generation, status, a Service's allocated IPs), the parents' uids (in labels
+/// and owner references) replaced by their names, and Secrets' values (the storage plugin
+/// generates a random password).
+type Children = std::collections::BTreeMap<String, serde_json::Value>;
+
+async fn children(client: &Client) -> Result<Children> {
+    let mut uids = std::collections::HashMap::new();
+    for parent in sampledbs(client).list(&Default::default()).await? {
+        if let (Some(uid), Some(name)) = (parent.metadata.uid, parent.metadata.name) {
+            uids.insert(uid, format!("<uid of {name}>"));
+        }
+    }
+    let mut out = Children::new();
+    for (api_version, kind, plural) in [
+        ("apps/v1", "StatefulSet", "statefulsets"),
+        ("v1", "Service", "services"),
+        ("v1", "ConfigMap", "configmaps"),
+        ("v1", "Secret", "secrets"),
+        ("batch/v1", "Job", "jobs"),
+    ] {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let resource =
+            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &resource);
+        let params =
+            kube::api::ListParams::default().labels(windlass::controller::plan::PARENT_UID_LABEL);
+        for object in api.list(&params).await? {
+            let name = format!(
+                "{kind}/{}",
+                object.metadata.name.clone().unwrap_or_default()
+            );
+            let mut value = serde_json::to_value(&object)?;
+            if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+                for key in [
+                    "uid",
+                    "resourceVersion",
+                    "creationTimestamp",
+                    "managedFields",
+                    "generation",
+                ] {
+                    meta.remove(key);
+                }
+            }
+            if let Some(object) = value.as_object_mut() {
+                object.remove("status");
+                if kind == "Secret" {
+                    for key in ["data", "stringData"] {
+                        if let Some(data) = object.get_mut(key).and_then(|d| d.as_object_mut()) {
+                            data.values_mut().for_each(|v| *v = json!("<secret>"));
+                        }
+                    }
+                }
+            }
+            if let Some(spec) = value.get_mut("spec").and_then(|s| s.as_object_mut())
+                && kind == "Service"
+            {
+                spec.remove("clusterIP");
+                spec.remove("clusterIPs");
+            }
+            replace_uids(&mut value, &uids);
+            out.insert(name, value);
+        }
+    }
+    Ok(out)
+}
+
+/// The children once two reads a second apart agree (at most a minute): after the last parent
+/// turned Ready, the host may still be pruning a completed init Job.
+async fn settled_children(client: &Client) -> Result<Children> {
+    let mut last = children(client).await?;
+    for _ in 0..60 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = children(client).await?;
+        if now == last {
+            return Ok(now);
+        }
+        last = now;
+    }
+    eprintln!("  the children were still changing after a minute");
+    Ok(last)
+}
+
+fn replace_uids(value: &mut serde_json::Value, uids: &std::collections::HashMap<String, String>) {
+    match value {
+        serde_json::Value::String(s) => {
+            if let Some(name) = uids.get(s.as_str()) {
+                *s = name.clone();
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(|v| replace_uids(v, uids)),
+        serde_json::Value::Object(map) => map.values_mut().for_each(|v| replace_uids(v, uids)),
+        _ => {}
+    }
+}
+
+/// The hash of what the host applied, by which its no-op skipping knows an apply would change
+/// nothing: a hash of the object with its parent's uid in it, so it differs between clusters.
+const APPLIED: &str = "windlass.dev/applied";
+/// The provenance: which plugin of which digest produced the object; (b) has no digest.
+const PRODUCED_BY: &str = "windlass.dev/produced-by";
+
+/// Fails unless the variants produced the same children, naming the first that differs: (a)
+/// and (c), one host with two engines, but for the hash of what was applied; (a) and (b) but
+/// for the two annotations only the host writes, and for the Jobs (b) keeps: the storage
+/// plugin stops wanting a parent's init Job once it has completed, and the host prunes it,
+/// while (b) does not prune.
+fn same_children(wasm: &Children, native: &Children, engine: &Children) -> Result<()> {
+    if wasm.is_empty() {
+        bail!("(a) produced no children");
+    }
+    differ(
+        "(a)",
+        &without_annotations(wasm, &[APPLIED]),
+        "(c)",
+        &without_annotations(engine, &[APPLIED]),
+    )?;
+    let mut native = without_annotations(native, &[APPLIED, PRODUCED_BY]);
+    let kept: Vec<String> = native
+        .keys()
+        .filter(|key| key.starts_with("Job/") && !wasm.contains_key(*key))
+        .cloned()
+        .collect();
+    for key in &kept {
+        native.remove(key);
+    }
+    differ(
+        "(a)",
+        &without_annotations(wasm, &[APPLIED, PRODUCED_BY]),
+        "(b)",
+        &native,
+    )?;
+    println!(
+        "children: the same {} objects from (a), (b) and (c); (b) also keeps {} completed Jobs \
+         the host pruned",
+        wasm.len(),
+        kept.len()
+    );
+    Ok(())
+}
+
+fn differ(a_name: &str, a: &Children, b_name: &str, b: &Children) -> Result<()> {
+    for key in a.keys().chain(b.keys()) {
+        let (x, y) = (a.get(key), b.get(key));
+        if x != y {
+            bail!(
+                "the variants produced different children: {key} in {a_name}: {}\n\
+                 in {b_name}: {}",
+                x.map_or_else(|| "absent".into(), |v| v.to_string()),
+                y.map_or_else(|| "absent".into(), |v| v.to_string()),
+            );
+        }
+    }
+    Ok(())
+}
+
+fn without_annotations(children: &Children, keys: &[&str]) -> Children {
+    let mut children = children.clone();
+    for object in children.values_mut() {
+        let Some(meta) = object.get_mut("metadata").and_then(|m| m.as_object_mut()) else {
+            continue;
+        };
+        if let Some(annotations) = meta.get_mut("annotations").and_then(|a| a.as_object_mut()) {
+            for key in keys {
+                annotations.remove(*key);
+            }
+            if annotations.is_empty() {
+                meta.remove("annotations");
+            }
+        }
+    }
+    children
 }
 
 /// Callgrind mode: instructions per reconcile of (a) over a fixed window.
@@ -391,38 +611,7 @@ fn mib(bytes: u64) -> f64 {
 /// (a): converge and memory, then hot swap against a full restart.
 async fn windlass_variant(setup: &Setup) -> Result<(Run, Progress, Progress)> {
     let (cluster, client, kubeconfig) = fresh_cluster(setup, "windlass").await?;
-    let bytes = std::fs::read(&setup.plugin).with_context(|| {
-        format!(
-            "reading the storage plugin {} (cargo xtask plugins)",
-            setup.plugin.display()
-        )
-    })?;
-    let apply = PatchParams::apply("bench").force();
-    let mut cm: ConfigMap =
-        serde_json::from_value(json!({"metadata": {"name": PLUGIN, "namespace": SYSTEM}}))?;
-    cm.binary_data = Some([("plugin.wasm".to_string(), ByteString(bytes))].into());
-    Api::<ConfigMap>::namespaced(client.clone(), SYSTEM)
-        .patch(PLUGIN, &apply, &Patch::Apply(&cm))
-        .await?;
-    let wasm_plugins: Api<WasmPlugin> = Api::all(client.clone());
-    wasm_plugins
-        .patch(
-            PLUGIN,
-            &apply,
-            &Patch::Apply(json!({
-                "apiVersion": "windlass.dev/v1alpha1", "kind": "WasmPlugin",
-                "metadata": {"name": PLUGIN},
-                "spec": {
-                    "parent": {"apiVersion": "samples.windlass.dev/v1alpha1", "kind": "SampleDB"},
-                    "source": {"configMap": {"namespace": SYSTEM, "name": PLUGIN}},
-                    "config": {"image": "sampledb"},
-                    // As `windlass dev` grants it: Secrets reach a plugin only by grant, and
-                    // the storage plugin must see the credentials Secret it generated.
-                    "grants": windlass::dev::sampledb_spec("sampledb-storage", "/grants"),
-                },
-            })),
-        )
-        .await?;
+    let wasm_plugins = install_plugin(setup, &client).await?;
     // Callgrind mode reads the host's reconcile count from its admin port.
     let admin = if setup.callgrind { free_port()? } else { 0 };
     let windlass_args = |log: &str| -> Result<Command> {
@@ -447,16 +636,7 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Progress, Progress)> {
         Ok(cmd)
     };
     let mut process = Operator::spawn(windlass_args("windlass-1.log")?, "windlass-1.log", setup)?;
-    wait_for("the WasmPlugin to be Ready", &mut process, || async {
-        let wp = serde_json::to_value(wasm_plugins.get(PLUGIN).await.ok()?).ok()?;
-        let ready = wp
-            .pointer("/status/conditions")?
-            .as_array()?
-            .iter()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True");
-        ready.then_some(())
-    })
-    .await?;
+    plugin_ready(&wasm_plugins, &mut process).await?;
     if setup.callgrind {
         let run = count_instructions(setup, &client, &mut process, "windlass-1.log", admin).await?;
         process.kill();
@@ -465,9 +645,18 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Progress, Progress)> {
             first: None,
             all: None,
         };
-        return Ok((run, skipped.clone(), skipped));
+        return Ok((run, skipped, skipped));
     }
     let run = converge(setup, &client, &mut process).await?;
+    if setup.quick {
+        process.kill();
+        cluster.shutdown().await;
+        let skipped = Progress {
+            first: None,
+            all: None,
+        };
+        return Ok((run, skipped, skipped));
+    }
 
     let set_image = |image: &'static str| {
         let wasm_plugins = wasm_plugins.clone();
@@ -500,6 +689,76 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Progress, Progress)> {
     process.kill();
     cluster.shutdown().await;
     Ok((run, swap, restart))
+}
+
+/// The storage plugin's ConfigMap and its WasmPlugin, as `windlass dev` makes them.
+async fn install_plugin(setup: &Setup, client: &Client) -> Result<Api<WasmPlugin>> {
+    let bytes = std::fs::read(&setup.plugin).with_context(|| {
+        format!(
+            "reading the storage plugin {} (cargo xtask plugins)",
+            setup.plugin.display()
+        )
+    })?;
+    let apply = PatchParams::apply("bench").force();
+    let mut cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": PLUGIN, "namespace": SYSTEM}}))?;
+    cm.binary_data = Some([("plugin.wasm".to_string(), ByteString(bytes))].into());
+    Api::<ConfigMap>::namespaced(client.clone(), SYSTEM)
+        .patch(PLUGIN, &apply, &Patch::Apply(&cm))
+        .await?;
+    let wasm_plugins: Api<WasmPlugin> = Api::all(client.clone());
+    wasm_plugins
+        .patch(
+            PLUGIN,
+            &apply,
+            &Patch::Apply(json!({
+                "apiVersion": "windlass.dev/v1alpha1", "kind": "WasmPlugin",
+                "metadata": {"name": PLUGIN},
+                "spec": {
+                    "parent": {"apiVersion": "samples.windlass.dev/v1alpha1", "kind": "SampleDB"},
+                    "source": {"configMap": {"namespace": SYSTEM, "name": PLUGIN}},
+                    "config": {"image": "sampledb"},
+                    // As `windlass dev` grants it: Secrets reach a plugin only by grant, and
+                    // the storage plugin must see the credentials Secret it generated.
+                    "grants": windlass::dev::sampledb_spec("sampledb-storage", "/grants"),
+                },
+            })),
+        )
+        .await?;
+    Ok(wasm_plugins)
+}
+
+/// Waits until the host says the WasmPlugin is Ready (loaded, its pipeline serving).
+async fn plugin_ready(wasm_plugins: &Api<WasmPlugin>, process: &mut Operator) -> Result<()> {
+    wait_for("the WasmPlugin to be Ready", process, || async {
+        let wp = serde_json::to_value(wasm_plugins.get(PLUGIN).await.ok()?).ok()?;
+        let ready = wp
+            .pointer("/status/conditions")?
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        ready.then_some(())
+    })
+    .await
+}
+
+/// (c): the host with a native `Engine` standing in for the storage component; converge and
+/// memory.
+async fn engine_variant(setup: &Setup) -> Result<Run> {
+    let (cluster, client, kubeconfig) = fresh_cluster(setup, "engine").await?;
+    let wasm_plugins = install_plugin(setup, &client).await?;
+    let mut cmd = operator_command(setup, &setup.engine, "engine.log");
+    cmd.arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--plugin")
+        .arg(format!("storage={}", setup.plugin.display()));
+    redirect(&mut cmd, &setup.scratch.path().join("engine.log"))?;
+    let mut process = Operator::spawn(cmd, "engine.log", setup)?;
+    plugin_ready(&wasm_plugins, &mut process).await?;
+    let run = converge(setup, &client, &mut process).await?;
+    process.kill();
+    cluster.shutdown().await;
+    Ok(run)
 }
 
 /// (b): converge and memory.
@@ -663,6 +922,7 @@ async fn count_instructions(
         peak_rss: 0,
         rss: 0,
         instructions: Some((instructions, counted)),
+        children: Children::new(),
     })
 }
 
@@ -714,6 +974,7 @@ async fn converge(setup: &Setup, client: &Client, process: &mut Operator) -> Res
         peak_rss,
         rss,
         instructions: None,
+        children: settled_children(client).await?,
     })
 }
 

@@ -11,7 +11,8 @@
 //! faults and the kernel's part of resetting memory are not counted): it runs itself under
 //! `valgrind --tool=callgrind` once per variant (a)–(c) and number of calls, 20 and 220, and
 //! prints the instructions per call — the difference of the two runs' totals over 200 calls, so
-//! that start-up and loading cancel out — and their ratios.
+//! that start-up and loading cancel out — and their ratios. `WINDLASS_BENCH_PLUGIN` names
+//! another build of the storage component to measure (its logic must be this checkout's).
 
 use std::{
     sync::Arc,
@@ -196,8 +197,10 @@ fn main() {
     if std::env::var("WINDLASS_BENCH_CALLGRIND").as_deref() == Ok("1") {
         return count_instructions();
     }
-    let path = windlass_test_guests::STORAGE;
-    let bytes = std::fs::read(path).expect("storage component");
+    // Another build of the same plugin (another profile, say) with `WINDLASS_BENCH_PLUGIN`.
+    let path = std::env::var("WINDLASS_BENCH_PLUGIN")
+        .unwrap_or_else(|_| windlass_test_guests::STORAGE.to_string());
+    let bytes = std::fs::read(&path).expect("storage component");
     let mut config = RuntimeConfig::default();
     config.cache_dir = std::env::var_os("WINDLASS_BENCH_CACHE_DIR").map(Into::into);
     if std::env::var("WINDLASS_BENCH_CALLGRIND").as_deref() == Ok("child") {

@@ -34,8 +34,9 @@
 //!   runs the short version on both planes and the restarts with 6 parents with the other tests.
 //! - `bench languages`: the plugin template in Rust, Python, JavaScript and Go: size, load
 //!   (compiling, from cache) and call (fresh, reused) times, printing ratios to Rust.
-//! - `bench host [--parents N]`: `windlass run` vs a native kube-runtime controller on N
-//!   SampleDBs (default 1,000): convergence time, peak RSS, hot swap vs restart; with
+//! - `bench host [--parents N]`: `windlass run` vs a native kube-runtime controller vs the
+//!   same host with a native Engine on N SampleDBs (default 1,000): convergence time, peak RSS,
+//!   the same children from each, hot swap vs restart; with
 //!   `--callgrind`, instructions to converge under valgrind instead (machine-independent);
 //!   with `--real`, against the pinned real control plane instead of the devcluster.
 
@@ -165,7 +166,7 @@ fn plugins() -> Result<Vec<PathBuf>> {
     let target_dir = root().join("target").join("wasm");
     let mut args = vec![
         "build",
-        // The workspace's `wasm` profile (built for speed), shared with test-guests/build.rs.
+        // The workspace's `wasm` profile (built for size), shared with test-guests/build.rs.
         "--profile",
         "wasm",
         "--target",
@@ -259,6 +260,8 @@ fn bench_host(args: &[&str]) -> Result<()> {
         "windlass",
         "--example",
         "native_sampledb",
+        "--example",
+        "native_engine",
     ])?;
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.args(["bench", "-p", "windlass", "--bench", "host"])
@@ -506,15 +509,18 @@ fn ci() -> Result<()> {
     on_dev.and(on_real).and(image).and(reproducible).and(cosign)
 }
 
-/// Every benchmark built (the test profile, so on the tests' build), and the two that need no
-/// release binaries and no other toolchains run short: `runtime` checks that the native, wasm and
-/// webhook variants agree, `devcluster` that every create, patch and watch succeeds. Their
-/// timings mean nothing here; `cargo xtask bench` measures.
+/// Every benchmark built (the test profile, so on the tests' build), and the three that need
+/// no other toolchains run short: `runtime` checks that the native, wasm and webhook variants
+/// agree, `devcluster` that every create, patch and watch succeeds, `host` (20 parents, on the
+/// test build's host and examples, which `cargo test --no-run` built) that `windlass run`, the
+/// native controller and the host with a native Engine make the same children. Their timings
+/// mean nothing here; `cargo xtask bench` measures.
 fn benches_quick(workspace: &[&str]) -> Result<()> {
     cargo(&[&["test", "--no-run", "--benches"][..], workspace].concat())?;
     for (bench, var, value) in [
         ("runtime", "WINDLASS_BENCH_QUICK", "1"),
         ("devcluster", "DEVCLUSTER_BENCH_OBJECTS", "200"),
+        ("host", "WINDLASS_BENCH_QUICK", "1"),
     ] {
         let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
         cmd.arg("test")
