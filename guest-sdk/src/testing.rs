@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use crate::{Context, Output, Phase, Plugin, Result};
+use crate::{Context, Error, Output, Phase, Plugin, Result};
 
 /// A parent, observed objects, earlier plugins' desired set and config, for one run.
 #[derive(Debug, Clone)]
@@ -167,5 +167,6 @@ pub fn run_parts<P: Plugin>(
         Phase::Reconcile => P::reconcile(&ctx)?,
         Phase::Finalize => P::finalize(&ctx)?,
     };
-    out.into_parts()
+    // As the export reports an output it cannot serialise: a failure saying so.
+    out.into_parts().map_err(|e| Error::Failed(e.to_string()))
 }

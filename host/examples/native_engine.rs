@@ -117,6 +117,15 @@ fn call<P: Plugin>(plugin: &str, req: &Request) -> windlass_contract::Result<Res
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    // As `windlass run` logs (text, `RUST_LOG`, default info), so that (a) and (c) do the same
+    // logging work and a failing run's log says why.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     windlass::source::install_crypto_provider();
     let engine = NativeEngine::new();
     for spec in &args.plugins {

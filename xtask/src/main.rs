@@ -225,7 +225,7 @@ fn dev(extra: &[&str]) -> Result<()> {
 }
 
 /// Builds what the host benchmark spawns — the release `windlass` binary, the native
-/// controller example and the storage plugin — then runs it. `--parents N` overrides
+/// controller and native Engine examples and the storage plugin — then runs it. `--parents N` overrides
 /// `WINDLASS_BENCH_PARENTS` (default 1,000); `--callgrind` counts instructions per reconcile
 /// over `--window SECS` (default 300).
 fn bench_host(args: &[&str]) -> Result<()> {

@@ -1,5 +1,6 @@
-//! Components stored gzip-compressed. A ConfigMap holds 1 MiB, and a plugin can be larger than
-//! that (one built for speed rather than size, a Python or Go one); gzip brings it well under. A component is recognised as
+//! Components stored gzip-compressed. A ConfigMap holds 1 MiB, and a plugin can be larger
+//! than that (one built for speed rather than size, a Python or Go one); gzip brings it well
+//! under. A component is recognised as
 //! compressed by gzip's magic bytes (a component itself starts with `\0asm`), inflated up to a
 //! limit, and from then on is the inflated component: its digest, and the `sha256` pin it is
 //! checked against, are those of the inflated bytes, so a plugin has one digest however it is
