@@ -324,8 +324,9 @@ async fn check_traffic(
     if with_pods.is_empty() {
         return Ok(());
     }
+    let pods: Vec<plan::PodIdentity<'_>> = with_pods.iter().map(|(_, i)| i.clone()).collect();
     let index = match ctx.shared.traffic().await {
-        Ok(traffic) => traffic.others(namespace, &parent.uid),
+        Ok(traffic) => traffic.others(namespace, &parent.uid, &pods),
         Err(why) => {
             tracing::warn!(%why, "the traffic check's index is not available: listing instead");
             None
