@@ -25,6 +25,8 @@ const COMPONENTS: &[(&str, &str, &str)] = &[
     ),
     ("CHILDREN", "guest-children", "guest_children"),
     ("CHILDREN_V2", "guest-children-v2", "guest_children_v2"),
+    // One plain plugin declaring 50 parent kinds, for the host benchmark's memory per kind.
+    ("KINDS", "guest-kinds", "guest_kinds"),
     // Hostile guests written against the WIT without the SDK, one per host hardening rule.
     (
         "HOSTILE_OUTPUT",

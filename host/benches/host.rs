@@ -37,6 +37,19 @@
 //! `WINDLASS_BENCH_QUICK=1` (what CI runs, on the test build) makes it short: 20 parents, no
 //! hot swap or restart — the three variants and the children check, so that it cannot rot.
 //!
+//! `cargo xtask bench host --churn RATE` (`WINDLASS_BENCH_CHURN`, changes per second, and
+//! `WINDLASS_BENCH_CHURN_SECS`, default 60) measures how long a changed parent waits: after (a)
+//! has converged, one parent's `spec.config` is patched every 1/RATE s (a seeded pseudo-random
+//! choice among the N, so a parent may change again before it was reconciled) for the given
+//! time, and a watch times each change from just before its patch is sent until the parent's
+//! `status.observedGeneration` reaches the generation the patch made — the queue wait, the
+//! reconcile and the status write, as a user sees them. Then the host's own
+//! `windlass_queue_wait_seconds` histogram (lane `changed`, the time from being queued to the
+//! reconcile's start) gives its p99 by interpolation within the bucket, as Prometheus's
+//! `histogram_quantile` does. A change not reconciled 60 s after the churn stops is *starved*:
+//! the benchmark names the parent and fails. The native variants are skipped; the hot swap and
+//! restart follow, at N. The quick mode runs a short churn too (20 changes/s for 3 s).
+//!
 //! `cargo xtask bench host --real` (`WINDLASS_BENCH_CLUSTER=real`) runs the variants against a
 //! real control plane instead (`windlass_kubeplane`: etcd, kube-apiserver and
 //! kube-controller-manager built from source, one per variant, with the workload simulator
@@ -120,6 +133,11 @@ struct Setup {
     real: bool,
     /// How long instructions are counted in callgrind mode (`WINDLASS_BENCH_WINDOW`, seconds).
     window: Duration,
+    /// Spec changes per second and for how long, after (a) converged (`WINDLASS_BENCH_CHURN`,
+    /// `WINDLASS_BENCH_CHURN_SECS`); in quick mode 20/s for 3 s.
+    churn: Option<(f64, Duration)>,
+    /// Parent kinds for the memory-per-kind measure (`WINDLASS_BENCH_KINDS`); 3 in quick mode.
+    kinds: Option<usize>,
     scratch: tempfile::TempDir,
 }
 
@@ -134,6 +152,23 @@ struct Run {
     /// The children once every parent is Ready and they have settled, as [`children`] reads
     /// them; None when not every parent was Ready in time (and in callgrind mode).
     children: Option<Children>,
+    /// What the churn measured, when there was one.
+    churn: Option<Churn>,
+}
+
+/// What a churn measured.
+struct Churn {
+    rate: f64,
+    secs: Duration,
+    /// Patches sent, and how long sending them took (the rate achieved is their quotient).
+    changes: usize,
+    sent_in: Duration,
+    /// Change → `status.observedGeneration` reached, one per change, sorted.
+    latencies: Vec<Duration>,
+    /// The host's queue-wait histogram, lane `changed`, over the churn: (count, p50, p99).
+    queue_wait: (u64, f64, f64),
+    /// Parents changed during the churn: how many distinct.
+    parents_changed: usize,
 }
 
 /// What the host's `windlass_reconciles_total` says, summed over kinds.
@@ -190,6 +225,25 @@ fn main() -> Result<()> {
                 .context("WINDLASS_BENCH_WINDOW: not a number of seconds")?,
             Err(_) => 300,
         }),
+        churn: match std::env::var("WINDLASS_BENCH_CHURN") {
+            Ok(rate) => Some((
+                rate.parse()
+                    .context("WINDLASS_BENCH_CHURN: not a number of changes per second")?,
+                Duration::from_secs(match std::env::var("WINDLASS_BENCH_CHURN_SECS") {
+                    Ok(s) => s
+                        .parse()
+                        .context("WINDLASS_BENCH_CHURN_SECS: not a number of seconds")?,
+                    Err(_) => 60,
+                }),
+            )),
+            Err(_) if quick => Some((20.0, Duration::from_secs(3))),
+            Err(_) => None,
+        },
+        kinds: match std::env::var("WINDLASS_BENCH_KINDS") {
+            Ok(k) => Some(k.parse().context("WINDLASS_BENCH_KINDS: not a number")?),
+            Err(_) if quick => Some(3),
+            Err(_) => None,
+        },
         scratch: tempfile::tempdir()?,
     };
     tokio::runtime::Builder::new_multi_thread()
@@ -202,9 +256,30 @@ async fn bench(setup: &Setup) -> Result<()> {
     if setup.callgrind {
         return bench_instructions(setup).await;
     }
+    if let Some(kinds) = setup.kinds
+        && !setup.quick
+    {
+        return bench_kinds(setup, kinds).await;
+    }
     let n = setup.parents;
     eprintln!("(a) windlass run, {n} SampleDBs …");
     let (wasm, swap, restart) = windlass_variant(setup).await?;
+    if let Some(churn) = &wasm.churn {
+        print_churn(n, churn);
+    }
+    if setup.churn.is_some() && !setup.quick {
+        println!(
+            "(a) converge {:.2} s, ready {}, peak RSS {:.1} MiB",
+            wasm.converge.as_secs_f64(),
+            wasm.ready.map_or_else(
+                || "n/a".to_string(),
+                |d| format!("{:.2} s", d.as_secs_f64())
+            ),
+            mib(wasm.peak_rss)
+        );
+        print_swap(n, &wasm, &swap, &restart);
+        return Ok(());
+    }
     eprintln!("(b) native kube-runtime controller, {n} SampleDBs …");
     let native = native_variant(setup).await?;
     eprintln!("(c) the host with a native Engine, {n} SampleDBs …");
@@ -270,8 +345,195 @@ async fn bench(setup: &Setup) -> Result<()> {
         _ => println!("children: not compared, not every variant's parents were all Ready"),
     }
     if setup.quick {
+        if let Some(kinds) = setup.kinds {
+            bench_kinds(setup, kinds).await?;
+        }
         return Ok(());
     }
+    print_swap(n, &wasm, &swap, &restart);
+    Ok(())
+}
+
+/// Memory per parent kind: one host with one kind, then one with `kinds`, each kind served by
+/// its own copy of the `guest-kinds` plugin (a distinct component: its own digest, compile and
+/// instances) with one parent reconciled, then idle; (RSS of the second − the first) / (kinds − 1).
+async fn bench_kinds(setup: &Setup, kinds: usize) -> Result<()> {
+    if !(2..=KINDS_DECLARED).contains(&kinds) {
+        bail!(
+            "WINDLASS_BENCH_KINDS: between 2 and {KINDS_DECLARED} (the kinds guest-kinds declares)"
+        );
+    }
+    eprintln!("kinds: one host with 1 parent kind, one with {kinds} …");
+    let (one_peak, one) = kinds_variant(setup, 1).await?;
+    let (many_peak, many) = kinds_variant(setup, kinds).await?;
+    println!(
+        "memory per parent kind: a host with 1 and one with {kinds} parent kinds, each kind its own \
+         Rust plugin (guest-kinds, a distinct component per kind) and one reconciled parent, idle \
+         {} s",
+        KINDS_IDLE.as_secs()
+    );
+    println!("{:<28} {:>14} {:>14}", "host", "RSS MiB", "peak RSS MiB");
+    println!(
+        "{:<28} {:>14.1} {:>14.1}",
+        "1 kind",
+        mib(one),
+        mib(one_peak)
+    );
+    println!(
+        "{:<28} {:>14.1} {:>14.1}",
+        format!("{kinds} kinds"),
+        mib(many),
+        mib(many_peak)
+    );
+    let per = |a: u64, b: u64| (b as f64 - a as f64) / (kinds - 1) as f64;
+    println!(
+        "RSS per additional kind        {:>6.2} MiB  (peak {:.2} MiB; goal <= 2 MiB)",
+        per(one, many) / (1024.0 * 1024.0),
+        per(one_peak, many_peak) / (1024.0 * 1024.0)
+    );
+    Ok(())
+}
+
+/// How many parent kinds guest-kinds declares.
+const KINDS_DECLARED: usize = 50;
+/// How long the kinds' hosts sit idle before their memory is read (1 s in quick mode).
+const KINDS_IDLE: Duration = Duration::from_secs(10);
+
+/// A host serving `kinds` parent kinds, one plugin and one parent each: (VmHWM, VmRSS) once
+/// every parent is reconciled and the host has been idle for `KINDS_IDLE`.
+async fn kinds_variant(setup: &Setup, kinds: usize) -> Result<(u64, u64)> {
+    let (cluster, client, kubeconfig) = fresh_cluster(setup, &format!("kinds-{kinds}")).await?;
+    let component = std::fs::read(windlass_test_guests::KINDS)
+        .with_context(|| format!("reading {}", windlass_test_guests::KINDS))?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let wasm_plugins: Api<WasmPlugin> = Api::all(client.clone());
+    let apply = PatchParams::apply("bench").force();
+    for i in 0..kinds {
+        let kind = format!("Kind{i:02}");
+        let plural = format!("kind{i:02}s");
+        let crd: CustomResourceDefinition = serde_json::from_value(json!({
+            "metadata": {"name": format!("{plural}.bench.windlass.dev")},
+            "spec": {
+                "group": "bench.windlass.dev",
+                "names": {"kind": kind, "plural": plural, "singular": format!("kind{i:02}")},
+                "scope": "Namespaced",
+                "versions": [{
+                    "name": "v1", "served": true, "storage": true,
+                    "subresources": {"status": {}},
+                    "schema": {"openAPIV3Schema": {
+                        "type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                    }},
+                }],
+            },
+        }))?;
+        crds.create(&PostParams::default(), &crd).await?;
+        windlass_devcluster::crd::wait_established(
+            &crds,
+            &format!("{plural}.bench.windlass.dev"),
+            Duration::from_secs(60),
+        )
+        .await
+        .map_err(anyhow::Error::msg)?;
+        // A custom section (id 0: name, then payload) at the end makes each copy its own
+        // component without changing what it does.
+        let name = b"windlass-bench-kind";
+        let payload = format!("{i}");
+        let mut bytes = component.clone();
+        let mut section = vec![name.len() as u8];
+        section.extend_from_slice(name);
+        section.extend_from_slice(payload.as_bytes());
+        bytes.push(0);
+        bytes.push(u8::try_from(section.len()).context("a custom section over 127 bytes")?);
+        bytes.extend_from_slice(&section);
+        let plugin = format!("kind{i:02}");
+        let mut cm: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": plugin, "namespace": SYSTEM}}))?;
+        cm.binary_data = Some([("plugin.wasm".to_string(), ByteString(bytes))].into());
+        Api::<ConfigMap>::namespaced(client.clone(), SYSTEM)
+            .patch(&plugin, &apply, &Patch::Apply(&cm))
+            .await?;
+        wasm_plugins
+            .patch(
+                &plugin,
+                &apply,
+                &Patch::Apply(json!({
+                    "apiVersion": "windlass.dev/v1alpha1", "kind": "WasmPlugin",
+                    "metadata": {"name": plugin},
+                    "spec": {
+                        "parent": {"apiVersion": "bench.windlass.dev/v1", "kind": kind},
+                        "source": {"configMap": {"namespace": SYSTEM, "name": plugin}},
+                    },
+                })),
+            )
+            .await?;
+    }
+    let log = format!("kinds-{kinds}.log");
+    let mut cmd = operator_command(setup, &setup.windlass, &log);
+    cmd.arg("--no-cache")
+        .arg("run")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--leader-elect", "false", "--admin-addr", "127.0.0.1:0"]);
+    redirect(&mut cmd, &setup.scratch.path().join(&log))?;
+    let mut process = Operator::spawn(cmd, &log, setup)?;
+    for i in 0..kinds {
+        plugin_ready(&wasm_plugins, &format!("kind{i:02}"), &mut process).await?;
+    }
+    for i in 0..kinds {
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("bench.windlass.dev", "v1", &format!("Kind{i:02}")),
+            &format!("kind{i:02}s"),
+        );
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &resource);
+        let parent: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "bench.windlass.dev/v1", "kind": format!("Kind{i:02}"),
+            "metadata": {"name": format!("one-{i:02}"), "namespace": NAMESPACE},
+            "spec": {"value": format!("{i}")},
+        }))?;
+        api.create(&PostParams::default(), &parent).await?;
+        let name = format!("one-{i:02}");
+        wait_for(
+            &format!("Kind{i:02} {name} to be reconciled"),
+            &mut process,
+            || async {
+                let o = api.get(&name).await.ok()?;
+                (o.data.pointer("/status/observedGeneration") == Some(&json!(1))).then_some(())
+            },
+        )
+        .await?;
+    }
+    // Every kind's child made, as the plugin wanted.
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
+    let made = config_maps
+        .list(&Default::default())
+        .await?
+        .items
+        .iter()
+        .filter(|c| {
+            c.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("one-"))
+        })
+        .count();
+    if made != kinds {
+        bail!("guest-kinds made {made} ConfigMaps for {kinds} parents");
+    }
+    tokio::time::sleep(if setup.quick {
+        Duration::from_secs(1)
+    } else {
+        KINDS_IDLE
+    })
+    .await;
+    process.check_alive()?;
+    let memory = process.memory()?;
+    process.kill();
+    cluster.shutdown().await;
+    Ok(memory)
+}
+
+/// The hot swap's and the restart's figures.
+fn print_swap(n: usize, wasm: &Run, swap: &Progress, restart: &Progress) {
     let secs = |d: Option<Duration>| {
         d.map_or_else(
             || format!("not done in {} s", SWAP_TIMEOUT.as_secs()),
@@ -297,7 +559,46 @@ async fn bench(setup: &Setup) -> Result<()> {
         ),
         _ => println!("ratio swap/restart             n/a  (goal <= 0.1)"),
     }
-    Ok(())
+    match swap.all {
+        Some(all) => println!(
+            "ratio swap all/converge        {:>6.2}  (goal <= 1.0)",
+            all.as_secs_f64() / wasm.converge.as_secs_f64()
+        ),
+        None => println!("ratio swap all/converge        n/a  (goal <= 1.0)"),
+    }
+}
+
+/// The churn's figures; `n` parents.
+fn print_churn(n: usize, churn: &Churn) {
+    let at = |q: f64| {
+        let l = &churn.latencies;
+        let i = ((l.len() as f64 * q).ceil() as usize).clamp(1, l.len()) - 1;
+        l[i].as_secs_f64()
+    };
+    println!(
+        "churn: {} spec changes to {} of {n} parents in {:.2} s ({:.1}/s, asked {:.0}/s for {} s)",
+        churn.changes,
+        churn.parents_changed,
+        churn.sent_in.as_secs_f64(),
+        churn.changes as f64 / churn.sent_in.as_secs_f64(),
+        churn.rate,
+        churn.secs.as_secs()
+    );
+    println!(
+        "change -> observedGeneration   p50 {:.3} s  p90 {:.3} s  p99 {:.3} s  max {:.3} s  \
+         (every change reconciled: none starved)",
+        at(0.5),
+        at(0.9),
+        at(0.99),
+        at(1.0)
+    );
+    let (count, p50, p99) = churn.queue_wait;
+    println!(
+        "queue wait, lane changed       p50 {:.1} ms  p99 {:.1} ms  over {count} waits  \
+         (the host's histogram, interpolated in its bucket; goal p99 <= 1 s)",
+        p50 * 1000.0,
+        p99 * 1000.0
+    );
 }
 
 /// The children of the bench namespace by `Kind/name`, with what differs from one cluster or
@@ -522,14 +823,20 @@ async fn bench_instructions(setup: &Setup) -> Result<()> {
     Ok(())
 }
 
-/// The host's reconcile count, read from its `/metrics` on `127.0.0.1:port`.
-fn reconciles(port: u16) -> Result<Reconciles> {
+/// The host's `/metrics` on `127.0.0.1:port`, as text.
+fn metrics(port: u16) -> Result<String> {
     use std::io::{Read as _, Write as _};
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))
         .with_context(|| format!("connecting to the host's admin port {port}"))?;
     stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
     let mut text = String::new();
     stream.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// The host's reconcile count, read from its `/metrics` on `127.0.0.1:port`.
+fn reconciles(port: u16) -> Result<Reconciles> {
+    let text = metrics(port)?;
     let mut out = Reconciles::default();
     for line in text
         .lines()
@@ -546,6 +853,258 @@ fn reconciles(port: u16) -> Result<Reconciles> {
         }
     }
     Ok(out)
+}
+
+/// The cumulative buckets `(le, count)` of the host's `windlass_queue_wait_seconds` for the
+/// SampleDB kind and `lane`, `+Inf` last.
+fn queue_wait_buckets(text: &str, lane: &str) -> Result<Vec<(f64, u64)>> {
+    // prometheus-client writes `le` first: `…_bucket{le="0.5",kind="…",lane="…"} 7`.
+    let labels = format!(r#"",kind="{}",lane="{lane}"}} "#, sampledb_api::KIND_KEY);
+    let mut buckets = Vec::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix(r#"windlass_queue_wait_seconds_bucket{le=""#) else {
+            continue;
+        };
+        let Some((le, count)) = rest.split_once(labels.as_str()) else {
+            continue;
+        };
+        let le = if le == "+Inf" {
+            f64::INFINITY
+        } else {
+            le.parse()
+                .with_context(|| format!("a bucket bound not a number: {line}"))?
+        };
+        buckets.push((le, count.trim().parse()?));
+    }
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Ok(buckets)
+}
+
+/// The `q` quantile of the observations between two reads of a cumulative histogram, by linear
+/// interpolation within its bucket (as Prometheus's `histogram_quantile`; the highest finite
+/// bound when it falls in `+Inf`). `(count, quantile)`.
+fn quantile(before: &[(f64, u64)], after: &[(f64, u64)], q: f64) -> (u64, f64) {
+    let counted = |le: f64| {
+        let of = |b: &[(f64, u64)]| b.iter().find(|(l, _)| *l == le).map_or(0, |(_, c)| *c);
+        of(after).saturating_sub(of(before))
+    };
+    let total = after.last().map_or(0, |(le, _)| counted(*le));
+    if total == 0 {
+        return (0, 0.0);
+    }
+    let rank = q * total as f64;
+    let (mut lower, mut below) = (0.0, 0);
+    for (le, _) in after {
+        let count = counted(*le);
+        if count as f64 >= rank {
+            if le.is_infinite() {
+                return (total, lower);
+            }
+            let within = (count - below) as f64;
+            let share = if within == 0.0 {
+                1.0
+            } else {
+                (rank - below as f64) / within
+            };
+            return (total, lower + (le - lower) * share);
+        }
+        (lower, below) = (*le, count);
+    }
+    (total, lower)
+}
+
+/// After convergence: one spec change every 1/`rate` s for `secs` to a pseudo-random parent,
+/// each timed from just before its patch until the parent's observedGeneration reaches the
+/// generation it made; fails, naming the parent, when a change is not reconciled within a
+/// minute of the end.
+async fn churn(
+    setup: &Setup,
+    client: &Client,
+    process: &mut Operator,
+    admin: u16,
+    rate: f64,
+    secs: Duration,
+) -> Result<Churn> {
+    use kube::{
+        ResourceExt,
+        runtime::{WatchStreamExt, watcher},
+    };
+    use std::collections::HashMap;
+    const DRAIN: Duration = Duration::from_secs(60);
+    let api = sampledbs(client);
+    let wait_before = queue_wait_buckets(&metrics(admin)?, "changed")?;
+    // The watch is listed and running before the first patch, so no change is missed.
+    let mut events =
+        std::pin::pin!(watcher(api.clone(), watcher::Config::default()).default_backoff());
+    loop {
+        match events.next().await.context("the watch ended")?? {
+            watcher::Event::InitDone => break,
+            _ => continue,
+        }
+    }
+    let (sent_tx, mut sent_rx) = tokio::sync::mpsc::unbounded_channel::<(String, i64, Instant)>();
+    let changes = (rate * secs.as_secs_f64()).round() as usize;
+    let parents = setup.parents;
+    let driver = {
+        let api = api.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate));
+            let mut patches = tokio::task::JoinSet::new();
+            // xorshift64, seeded: the same parents in every run.
+            let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+            let started = Instant::now();
+            for i in 0..changes {
+                tick.tick().await;
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let name = format!("db-{:05}", state % parents as u64);
+                let (api, sent_tx) = (api.clone(), sent_tx.clone());
+                patches.spawn(async move {
+                    let sent = Instant::now();
+                    let patched = api
+                        .patch(
+                            &name,
+                            &PatchParams::default(),
+                            &Patch::Merge(json!({"spec": {"config": {"churn": i.to_string()}}})),
+                        )
+                        .await
+                        .with_context(|| format!("patching SampleDB {name}"))?;
+                    let generation = patched.metadata.generation.context("no generation")?;
+                    let _ = sent_tx.send((name, generation, sent));
+                    anyhow::Ok(())
+                });
+            }
+            while let Some(done) = patches.join_next().await {
+                done??;
+            }
+            anyhow::Ok(started.elapsed())
+        })
+    };
+    // Name → the instants its observedGeneration first reached each value seen.
+    let mut reached: HashMap<String, Vec<(i64, Instant)>> = HashMap::new();
+    // Name → changes sent and not yet reconciled: (generation, sent).
+    let mut pending: HashMap<String, Vec<(i64, Instant)>> = HashMap::new();
+    let mut latencies = Vec::with_capacity(changes);
+    let mut changed = std::collections::HashSet::new();
+    let mut all_sent = false;
+    let mut drain_from: Option<Instant> = None;
+    let mut tick = tokio::time::interval(POLL);
+    loop {
+        tokio::select! {
+            event = events.next() => {
+                let o = match event.context("the watch ended")?? {
+                    watcher::Event::Apply(o) | watcher::Event::InitApply(o) => o,
+                    _ => continue,
+                };
+                let Some(observed) = o.data.pointer("/status/observedGeneration").and_then(|g| g.as_i64()) else {
+                    continue;
+                };
+                let now = Instant::now();
+                let name = o.name_any();
+                let seen = reached.entry(name.clone()).or_default();
+                if seen.last().is_none_or(|(g, _)| *g < observed) {
+                    seen.push((observed, now));
+                }
+                if let Some(waiting) = pending.get_mut(&name) {
+                    waiting.retain(|(generation, sent)| {
+                        let done = *generation <= observed;
+                        if done {
+                            latencies.push(now - *sent);
+                        }
+                        !done
+                    });
+                    if waiting.is_empty() {
+                        pending.remove(&name);
+                    }
+                }
+            }
+            sent = sent_rx.recv(), if !all_sent => {
+                let Some((name, generation, sent)) = sent else {
+                    all_sent = true;
+                    drain_from = Some(Instant::now());
+                    continue;
+                };
+                changed.insert(name.clone());
+                // The watch may have seen the reconcile before the patch's answer came back.
+                match reached.get(&name).and_then(|seen| seen.iter().find(|(g, _)| *g >= generation)) {
+                    Some((_, at)) => latencies.push(at.saturating_duration_since(sent)),
+                    None => pending.entry(name).or_default().push((generation, sent)),
+                }
+            }
+            _ = tick.tick() => {
+                process.check_alive()?;
+                if let Some(from) = drain_from {
+                    if pending.is_empty() {
+                        break;
+                    }
+                    if from.elapsed() > DRAIN {
+                        let mut starved: Vec<&String> = pending.keys().collect();
+                        starved.sort();
+                        // What the cluster and the host say of the first few, for the reader.
+                        let mut seen = String::new();
+                        for name in starved.iter().take(3) {
+                            if let Ok(o) = api.get(name).await {
+                                seen.push_str(&format!(
+                                    "\n  {name}: generation {:?}, status {}",
+                                    o.metadata.generation,
+                                    o.data.get("status").map_or_else(String::new, ToString::to_string)
+                                ));
+                            }
+                        }
+                        let host = metrics(admin)
+                            .map(|t| {
+                                t.lines()
+                                    .filter(|l| {
+                                        l.starts_with("windlass_reconciles_total")
+                                            || l.starts_with("windlass_reconcile_queue_depth")
+                                            || l.starts_with("windlass_queue_wait_seconds_count")
+                                    })
+                                    .collect::<Vec<_>>()
+                                    .join("\n")
+                            })
+                            .unwrap_or_else(|e| e.to_string());
+                        bail!(
+                            "{} changes to {} parents not reconciled {} s after the churn \
+                             stopped (starved), among them {}{seen}\nthe host's metrics:\n{host}\n{}",
+                            pending.values().map(Vec::len).sum::<usize>(),
+                            pending.len(),
+                            DRAIN.as_secs(),
+                            starved.iter().take(5).map(|s| s.as_str()).collect::<Vec<_>>().join(", "),
+                            process.log_tail()
+                        );
+                    }
+                }
+            }
+        }
+    }
+    let sent_in = driver.await??;
+    if latencies.len() != changes {
+        bail!("{changes} changes sent, {} timed", latencies.len());
+    }
+    latencies.sort();
+    let text = metrics(admin)?;
+    let wait_after = queue_wait_buckets(&text, "changed")?;
+    let (count, p50) = quantile(&wait_before, &wait_after, 0.5);
+    let (_, p99) = quantile(&wait_before, &wait_after, 0.99);
+    if count == 0 {
+        bail!(
+            "the host's queue-wait histogram (lane changed) counted nothing during the churn:\n{}",
+            text.lines()
+                .filter(|l| l.contains("queue_wait"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+    Ok(Churn {
+        rate,
+        secs,
+        changes,
+        sent_in,
+        latencies,
+        queue_wait: (count, p50, p99),
+        parents_changed: changed.len(),
+    })
 }
 
 /// A free TCP port on loopback (free when this returns).
@@ -639,8 +1198,8 @@ fn mib(bytes: u64) -> f64 {
 async fn windlass_variant(setup: &Setup) -> Result<(Run, Progress, Progress)> {
     let (cluster, client, kubeconfig) = fresh_cluster(setup, "windlass").await?;
     let wasm_plugins = install_plugin(setup, &client).await?;
-    // Callgrind mode reads the host's reconcile count from its admin port.
-    let admin = if setup.callgrind { free_port()? } else { 0 };
+    // Callgrind mode reads the host's reconcile count from its admin port, churn its queue wait.
+    let admin = free_port()?;
     let windlass_args = |log: &str| -> Result<Command> {
         let mut cmd = operator_command(setup, &setup.windlass, log);
         cmd.arg("--no-cache")
@@ -663,7 +1222,7 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Progress, Progress)> {
         Ok(cmd)
     };
     let mut process = Operator::spawn(windlass_args("windlass-1.log")?, "windlass-1.log", setup)?;
-    plugin_ready(&wasm_plugins, &mut process).await?;
+    plugin_ready(&wasm_plugins, PLUGIN, &mut process).await?;
     if setup.callgrind {
         let run = count_instructions(setup, &client, &mut process, "windlass-1.log", admin).await?;
         process.kill();
@@ -674,7 +1233,11 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Progress, Progress)> {
         };
         return Ok((run, skipped, skipped));
     }
-    let run = converge(setup, &client, &mut process, true).await?;
+    let mut run = converge(setup, &client, &mut process, true).await?;
+    if let Some((rate, secs)) = setup.churn {
+        eprintln!("  churn: {rate} spec changes/s for {} s …", secs.as_secs());
+        run.churn = Some(churn(setup, &client, &mut process, admin, rate, secs).await?);
+    }
     if setup.quick {
         process.kill();
         cluster.shutdown().await;
@@ -756,16 +1319,24 @@ async fn install_plugin(setup: &Setup, client: &Client) -> Result<Api<WasmPlugin
 }
 
 /// Waits until the host says the WasmPlugin is Ready (loaded, its pipeline serving).
-async fn plugin_ready(wasm_plugins: &Api<WasmPlugin>, process: &mut Operator) -> Result<()> {
-    wait_for("the WasmPlugin to be Ready", process, || async {
-        let wp = serde_json::to_value(wasm_plugins.get(PLUGIN).await.ok()?).ok()?;
-        let ready = wp
-            .pointer("/status/conditions")?
-            .as_array()?
-            .iter()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True");
-        ready.then_some(())
-    })
+async fn plugin_ready(
+    wasm_plugins: &Api<WasmPlugin>,
+    name: &str,
+    process: &mut Operator,
+) -> Result<()> {
+    wait_for(
+        &format!("the WasmPlugin {name} to be Ready"),
+        process,
+        || async {
+            let wp = serde_json::to_value(wasm_plugins.get(name).await.ok()?).ok()?;
+            let ready = wp
+                .pointer("/status/conditions")?
+                .as_array()?
+                .iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True");
+            ready.then_some(())
+        },
+    )
     .await
 }
 
@@ -791,7 +1362,7 @@ async fn engine_variant(setup: &Setup) -> Result<Run> {
     }
     redirect(&mut cmd, &setup.scratch.path().join("engine.log"))?;
     let mut process = Operator::spawn(cmd, "engine.log", setup)?;
-    plugin_ready(&wasm_plugins, &mut process).await?;
+    plugin_ready(&wasm_plugins, PLUGIN, &mut process).await?;
     let run = converge(setup, &client, &mut process, true).await?;
     process.kill();
     cluster.shutdown().await;
@@ -960,6 +1531,7 @@ async fn count_instructions(
         rss: 0,
         instructions: Some((instructions, counted)),
         children: None,
+        churn: None,
     })
 }
 
@@ -1023,6 +1595,7 @@ async fn converge(
         rss,
         instructions: None,
         children,
+        churn: None,
     })
 }
 

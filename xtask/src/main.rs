@@ -38,7 +38,9 @@
 //!   same host with a native Engine on N SampleDBs (default 1,000): convergence time, peak RSS,
 //!   the same children from each, hot swap vs restart; with
 //!   `--callgrind`, instructions to converge under valgrind instead (machine-independent);
-//!   with `--real`, against the pinned real control plane instead of the devcluster.
+//!   with `--real`, against the pinned real control plane instead of the devcluster; with
+//!   `--churn RATE`, how long a changed parent waits under RATE spec changes per second; with
+//!   `--kinds K`, the memory each additional parent kind costs.
 
 use std::{
     path::{Path, PathBuf},
@@ -80,7 +82,7 @@ fn main() -> Result<()> {
             eprintln!(
                 "usage: cargo xtask <ci | layers | plugins | kube | dev [ARGS…] | render [ARGS…] | chaos | \
                  image [--push REF [--insecure-registry HOST] | --reproducible] | \
-                 bench runtime [--callgrind] | bench languages | bench host [--parents N] [--callgrind [--window SECS]] [--real]>"
+                 bench runtime [--callgrind] | bench languages | bench host [--parents N] [--callgrind [--window SECS]] [--real] [--churn RATE [--churn-secs SECS]] [--kinds K]>"
             );
             bail!("unknown task {args:?}")
         }
@@ -227,12 +229,17 @@ fn dev(extra: &[&str]) -> Result<()> {
 /// Builds what the host benchmark spawns — the release `windlass` binary, the native
 /// controller and native Engine examples and the storage plugin — then runs it. `--parents N` overrides
 /// `WINDLASS_BENCH_PARENTS` (default 1,000); `--callgrind` counts instructions per reconcile
-/// over `--window SECS` (default 300).
+/// over `--window SECS` (default 300); `--churn RATE [--churn-secs SECS]` measures how long a
+/// changed parent waits under that many spec changes per second (default 60 s); `--kinds K`
+/// measures the memory each additional parent kind costs (a host with 1 kind against one with K).
 fn bench_host(args: &[&str]) -> Result<()> {
     let mut parents = None;
     let mut callgrind = false;
     let mut real = false;
     let mut window = None;
+    let mut churn = None;
+    let mut churn_secs = None;
+    let mut kinds = None;
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
         match *arg {
@@ -240,8 +247,16 @@ fn bench_host(args: &[&str]) -> Result<()> {
             "--callgrind" => callgrind = true,
             "--real" => real = true,
             "--window" => window = Some(*rest.next().context("--window needs seconds")?),
+            "--churn" => {
+                churn = Some(*rest.next().context("--churn needs changes per second")?);
+            }
+            "--churn-secs" => {
+                churn_secs = Some(*rest.next().context("--churn-secs needs seconds")?);
+            }
+            "--kinds" => kinds = Some(*rest.next().context("--kinds needs a number")?),
             other => bail!(
-                "bench host: unknown argument {other:?} (--parents N, --callgrind, --window SECS, --real)"
+                "bench host: unknown argument {other:?} (--parents N, --callgrind, --window SECS, \
+                 --real, --churn RATE, --churn-secs SECS, --kinds K)"
             ),
         }
     }
@@ -278,6 +293,21 @@ fn bench_host(args: &[&str]) -> Result<()> {
         secs.parse::<u64>()
             .with_context(|| format!("--window {secs:?}: not a number of seconds"))?;
         cmd.env("WINDLASS_BENCH_WINDOW", secs);
+    }
+    if let Some(rate) = churn {
+        rate.parse::<f64>()
+            .with_context(|| format!("--churn {rate:?}: not a number of changes per second"))?;
+        cmd.env("WINDLASS_BENCH_CHURN", rate);
+    }
+    if let Some(secs) = churn_secs {
+        secs.parse::<u64>()
+            .with_context(|| format!("--churn-secs {secs:?}: not a number of seconds"))?;
+        cmd.env("WINDLASS_BENCH_CHURN_SECS", secs);
+    }
+    if let Some(k) = kinds {
+        k.parse::<usize>()
+            .with_context(|| format!("--kinds {k:?}: not a number"))?;
+        cmd.env("WINDLASS_BENCH_KINDS", k);
     }
     if let Some(bin) = kube_bin {
         cmd.env("WINDLASS_BENCH_CLUSTER", "real")
