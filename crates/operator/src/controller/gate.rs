@@ -148,6 +148,11 @@ impl Gate {
         rx.await.unwrap_or(Permit { gate: None })
     }
 
+    /// Whether a reconcile of parent `uid` waits here (not yet handed a permit).
+    pub fn is_waiting(&self, uid: &str) -> bool {
+        self.lock().by_uid.contains_key(uid)
+    }
+
     /// Moves a waiting parent up to `lane`, keeping its place in the order of arrival.
     pub fn promote(&self, uid: &str, lane: Lane) {
         let mut s = self.lock();
@@ -280,12 +285,15 @@ mod tests {
             settle().await;
         }
         assert_eq!(gate.waiting(), [2, 1, 3]);
+        assert!(gate.is_waiting("requeue-3") && gate.is_waiting("new"));
+        assert!(!gate.is_waiting("running"), "handed a permit: not waiting");
         // `requeue-3` turns out to be changed: it moves up behind the two already there.
         gate.promote("requeue-3", Lane::Changed);
         gate.promote("new", Lane::Resync);
         assert_eq!(gate.waiting(), [3, 1, 2]);
         drop(held);
         let order = served(&mut rx, 6).await;
+        assert!(!gate.is_waiting("new"), "served: not waiting any more");
         assert_eq!(
             order,
             [

@@ -173,7 +173,8 @@ async fn start(
 /// polling its triggers while `concurrency` reconciles run, and reconciles wait for the caches
 /// to be ready, so a cache fed only through the controller could stall a fresh start with many
 /// parents. The task keeps the child index and forwards each touched object (applied, listed or
-/// deleted) to the controller as a trigger.
+/// deleted) to the controller as a trigger — but not while the parent's reconcile waits at the
+/// gate (see `parent_event`).
 fn watch_children(
     shared: &Shared,
     ar: &ApiResource,
@@ -204,6 +205,11 @@ fn watch_children(
             };
             if let Some(uid) = touched.labels().get(PARENT_UID_LABEL) {
                 queue.child_changed(uid);
+                // Its parent's reconcile waits at the gate and reads the caches only once let
+                // through, after this change reached them: a trigger would only make one more.
+                if queue.gate.is_waiting(uid) {
+                    continue;
+                }
             }
             if tx.send(touched).is_err() {
                 return;
@@ -263,13 +269,21 @@ fn parent_event(
     ctx: &std::sync::Weak<KindCtx>,
 ) -> Option<DynamicObject> {
     match event {
+        // A parent whose reconcile waits at the gate gets no trigger: that reconcile reads the
+        // parent from the store once let through, after this event reached it (the reflector
+        // writes the store before it yields the event), so the trigger would only queue one
+        // more reconcile behind it. Triggers for parents already waiting made kube-runtime's
+        // scheduler hold one message per waiting parent, which it scans on every poll, and fed
+        // its last-in-first-out queue of due messages faster than it was drained.
         watcher::Event::Apply(o) => {
-            queue.parent_changed(&o.uid().unwrap_or_default(), o.metadata.generation);
-            Some(o)
+            let uid = o.uid().unwrap_or_default();
+            queue.parent_changed(&uid, o.metadata.generation);
+            (!queue.gate.is_waiting(&uid)).then_some(o)
         }
         watcher::Event::InitApply(o) => {
-            queue.parent_listed(&o.uid().unwrap_or_default());
-            Some(o)
+            let uid = o.uid().unwrap_or_default();
+            queue.parent_listed(&uid);
+            (!queue.gate.is_waiting(&uid)).then_some(o)
         }
         watcher::Event::Delete(o) => {
             let uid = o.uid().unwrap_or_default();
