@@ -85,6 +85,26 @@ struct Waiter {
     tx: oneshot::Sender<Permit>,
 }
 
+/// Takes a waiter that gave up out of the gate (see [`Gate::acquire`]). A permit already sent
+/// to it is handed on by the permit's own drop.
+struct Leave<'a> {
+    gate: &'a Gate,
+    uid: &'a str,
+    seq: u64,
+}
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        let mut s = self.gate.lock();
+        if let Some(&(lane, seq)) = s.by_uid.get(self.uid)
+            && seq == self.seq
+        {
+            s.lanes[lane as usize].remove(&seq);
+            s.by_uid.remove(self.uid);
+        }
+    }
+}
+
 /// Leave to run one reconcile; handed to the next waiter when dropped.
 #[derive(Debug)]
 pub struct Permit {
@@ -120,7 +140,7 @@ impl Gate {
 
     /// Waits for a permit for parent `uid`, due for the reason `lane`.
     pub async fn acquire(&self, uid: &str, lane: Lane) -> Permit {
-        let rx = {
+        let (rx, seq) = {
             let mut s = self.lock();
             if s.free > 0 && s.lanes.iter().all(BTreeMap::is_empty) {
                 s.free -= 1;
@@ -140,12 +160,21 @@ impl Gate {
                 },
             );
             s.by_uid.insert(uid.to_string(), (lane, seq));
-            rx
+            (rx, seq)
+        };
+        // A waiter dropped before its permit came leaves the gate, so that it is not reported
+        // waiting (the feeders skip the triggers of waiting parents) nor served.
+        let left = Leave {
+            gate: self,
+            uid,
+            seq,
         };
         // The sender stays in the state until it is sent a permit (the controller never runs
         // one parent twice at once, so no waiter replaces another), and the state outlives
         // every waiter: the channel cannot close unanswered.
-        rx.await.unwrap_or(Permit { gate: None })
+        let permit = rx.await.unwrap_or(Permit { gate: None });
+        std::mem::forget(left);
+        permit
     }
 
     /// Whether a reconcile of parent `uid` waits here (not yet handed a permit).
@@ -265,6 +294,29 @@ mod tests {
 
     async fn settle() {
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    #[tokio::test]
+    async fn a_waiter_that_gives_up_leaves_the_gate_and_the_permit_goes_on() {
+        let gate = Gate::new(1, Duration::from_secs(60));
+        let held = gate.acquire("running", Lane::Resync).await;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let quitter = waiter(&gate, "quitter", Lane::Changed, &tx);
+        settle().await;
+        waiter(&gate, "next", Lane::Resync, &tx);
+        settle().await;
+        assert!(gate.is_waiting("quitter"));
+        quitter.abort();
+        settle().await;
+        assert!(!gate.is_waiting("quitter"), "gone with its task");
+        assert_eq!(gate.waiting(), [0, 0, 1]);
+        drop(held);
+        assert_eq!(served(&mut rx, 1).await, ["next"]);
+        // Every permit came back: one free again.
+        let _again =
+            tokio::time::timeout(Duration::from_secs(1), gate.acquire("again", Lane::Resync))
+                .await
+                .expect("the permit was not lost");
     }
 
     #[tokio::test]

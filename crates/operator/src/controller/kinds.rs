@@ -197,17 +197,17 @@ fn watch_children(
         while let Some(event) = stream.next().await {
             let Ok(event) = event else { continue };
             feeder_index.apply(&event);
-            let touched = match event {
-                watcher::Event::Apply(o)
-                | watcher::Event::InitApply(o)
-                | watcher::Event::Delete(o) => o,
+            let (touched, listed) = match event {
+                watcher::Event::Apply(o) | watcher::Event::Delete(o) => (o, false),
+                watcher::Event::InitApply(o) => (o, true),
                 watcher::Event::Init | watcher::Event::InitDone => continue,
             };
             if let Some(uid) = touched.labels().get(PARENT_UID_LABEL) {
                 queue.child_changed(uid);
                 // Its parent's reconcile waits at the gate and reads the caches only once let
                 // through, after this change reached them: a trigger would only make one more.
-                if queue.gate.is_waiting(uid) {
+                // Not for a relist's objects: the cache takes them only at `InitDone`.
+                if !listed && queue.gate.is_waiting(uid) {
                     continue;
                 }
             }
@@ -269,10 +269,12 @@ fn parent_event(
     ctx: &std::sync::Weak<KindCtx>,
 ) -> Option<DynamicObject> {
     match event {
-        // A parent whose reconcile waits at the gate gets no trigger: that reconcile reads the
-        // parent from the store once let through, after this event reached it (the reflector
-        // writes the store before it yields the event), so the trigger would only queue one
-        // more reconcile behind it. Triggers for parents already waiting made kube-runtime's
+        // A parent whose reconcile waits at the gate gets no trigger for a change: that
+        // reconcile reads the parent from the store once let through, after this event reached
+        // it (the reflector writes the store before it yields the event), so the trigger would
+        // only queue one more reconcile behind it. A relist's objects are triggered always: the
+        // store takes them only at `InitDone`, and a reconcile let through before that would
+        // read the old listing. Triggers for parents already waiting made kube-runtime's
         // scheduler hold one message per waiting parent, which it scans on every poll, and fed
         // its last-in-first-out queue of due messages faster than it was drained.
         watcher::Event::Apply(o) => {
@@ -281,9 +283,8 @@ fn parent_event(
             (!queue.gate.is_waiting(&uid)).then_some(o)
         }
         watcher::Event::InitApply(o) => {
-            let uid = o.uid().unwrap_or_default();
-            queue.parent_listed(&uid);
-            (!queue.gate.is_waiting(&uid)).then_some(o)
+            queue.parent_listed(&o.uid().unwrap_or_default());
+            Some(o)
         }
         watcher::Event::Delete(o) => {
             let uid = o.uid().unwrap_or_default();
