@@ -407,7 +407,6 @@ async fn kinds_variant(setup: &Setup, kinds: usize) -> Result<(u64, u64)> {
         .with_context(|| format!("reading {}", windlass_test_guests::KINDS))?;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let wasm_plugins: Api<WasmPlugin> = Api::all(client.clone());
-    let apply = PatchParams::apply("bench").force();
     for i in 0..kinds {
         let kind = format!("Kind{i:02}");
         let plural = format!("kind{i:02}s");
@@ -445,27 +444,13 @@ async fn kinds_variant(setup: &Setup, kinds: usize) -> Result<(u64, u64)> {
         bytes.push(0);
         bytes.push(u8::try_from(section.len()).context("a custom section over 127 bytes")?);
         bytes.extend_from_slice(&section);
-        let plugin = format!("kind{i:02}");
-        let mut cm: ConfigMap =
-            serde_json::from_value(json!({"metadata": {"name": plugin, "namespace": SYSTEM}}))?;
-        cm.binary_data = Some([("plugin.wasm".to_string(), ByteString(bytes))].into());
-        Api::<ConfigMap>::namespaced(client.clone(), SYSTEM)
-            .patch(&plugin, &apply, &Patch::Apply(&cm))
-            .await?;
-        wasm_plugins
-            .patch(
-                &plugin,
-                &apply,
-                &Patch::Apply(json!({
-                    "apiVersion": "windlass.dev/v1alpha1", "kind": "WasmPlugin",
-                    "metadata": {"name": plugin},
-                    "spec": {
-                        "parent": {"apiVersion": "bench.windlass.dev/v1", "kind": kind},
-                        "source": {"configMap": {"namespace": SYSTEM, "name": plugin}},
-                    },
-                })),
-            )
-            .await?;
+        put_plugin(
+            &client,
+            &format!("kind{i:02}"),
+            bytes,
+            json!({"parent": {"apiVersion": "bench.windlass.dev/v1", "kind": kind}}),
+        )
+        .await?;
     }
     let log = format!("kinds-{kinds}.log");
     let mut cmd = operator_command(setup, &setup.windlass, &log);
@@ -1289,33 +1274,50 @@ async fn install_plugin(setup: &Setup, client: &Client) -> Result<Api<WasmPlugin
             setup.plugin.display()
         )
     })?;
+    put_plugin(
+        client,
+        PLUGIN,
+        bytes,
+        json!({
+            "parent": {"apiVersion": "samples.windlass.dev/v1alpha1", "kind": "SampleDB"},
+            "config": {"image": "sampledb"},
+            // As `windlass dev` grants it: Secrets reach a plugin only by grant, and
+            // the storage plugin must see the credentials Secret it generated.
+            "grants": windlass::dev::sampledb_spec("sampledb-storage", "/grants"),
+        }),
+    )
+    .await?;
+    let wasm_plugins: Api<WasmPlugin> = Api::all(client.clone());
+    Ok(wasm_plugins)
+}
+
+/// A component in ConfigMap `name` of `SYSTEM` and WasmPlugin `name` loading it, with `spec`
+/// (its `source` set here), both by server-side apply.
+async fn put_plugin(
+    client: &Client,
+    name: &str,
+    bytes: Vec<u8>,
+    mut spec: serde_json::Value,
+) -> Result<()> {
     let apply = PatchParams::apply("bench").force();
     let mut cm: ConfigMap =
-        serde_json::from_value(json!({"metadata": {"name": PLUGIN, "namespace": SYSTEM}}))?;
+        serde_json::from_value(json!({"metadata": {"name": name, "namespace": SYSTEM}}))?;
     cm.binary_data = Some([("plugin.wasm".to_string(), ByteString(bytes))].into());
     Api::<ConfigMap>::namespaced(client.clone(), SYSTEM)
-        .patch(PLUGIN, &apply, &Patch::Apply(&cm))
+        .patch(name, &apply, &Patch::Apply(&cm))
         .await?;
-    let wasm_plugins: Api<WasmPlugin> = Api::all(client.clone());
-    wasm_plugins
+    spec["source"] = json!({"configMap": {"namespace": SYSTEM, "name": name}});
+    Api::<WasmPlugin>::all(client.clone())
         .patch(
-            PLUGIN,
+            name,
             &apply,
             &Patch::Apply(json!({
                 "apiVersion": "windlass.dev/v1alpha1", "kind": "WasmPlugin",
-                "metadata": {"name": PLUGIN},
-                "spec": {
-                    "parent": {"apiVersion": "samples.windlass.dev/v1alpha1", "kind": "SampleDB"},
-                    "source": {"configMap": {"namespace": SYSTEM, "name": PLUGIN}},
-                    "config": {"image": "sampledb"},
-                    // As `windlass dev` grants it: Secrets reach a plugin only by grant, and
-                    // the storage plugin must see the credentials Secret it generated.
-                    "grants": windlass::dev::sampledb_spec("sampledb-storage", "/grants"),
-                },
+                "metadata": {"name": name}, "spec": spec,
             })),
         )
         .await?;
-    Ok(wasm_plugins)
+    Ok(())
 }
 
 /// Waits until the host says the WasmPlugin is Ready (loaded, its pipeline serving).
