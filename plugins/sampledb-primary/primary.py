@@ -7,16 +7,22 @@ What it does on each reconcile:
 
 * Database Pods are the observed Pods labelled `statefulset.kubernetes.io/pod-name` and
   `app.kubernetes.io/instance=<parent name>` that are not being deleted.
-* The current primary (`status.primary`) stays primary while its Pod is Ready; otherwise the
-  Ready Pod with the lowest ordinal (`<name>-<ordinal>`) takes over.
+* The current primary (`status.primary`) stays primary while its Pod is Ready and is the Pod
+  that was elected (`status.primaryUID`); otherwise the Ready Pod with the lowest ordinal
+  (`<name>-<ordinal>`) takes over. A Pod of the primary's name made again (its Pod deleted, the
+  StatefulSet's new one) is another Pod: a Ready replica takes over from it, and it is elected
+  again only when no other Pod is Ready. Whether the primary fails over so does not depend on
+  whether a reconcile happened to run while the Pod was gone: the new Pod can be Ready within a
+  second of the old one's deletion.
 * Every database Pod gets the label `samples.windlass.dev/role=primary|replica`: the plugin emits
   a Pod object holding only that label, which the host server-side-applies (it does not own the
   Pods, the StatefulSet does).
 * The client Service `<name>` that an earlier plugin (storage) produced gets
   `spec.selector["samples.windlass.dev/role"] = "primary"`; the other desired objects pass
   through unchanged. If no earlier plugin produced that Service, none is made up.
-* Status `{"primary": <pod>}`. While no Pod is ready the last primary stays recorded (so it
-  is kept when its Pod comes back, rather than a replica that may lag behind it) and the
+* Status `{"primary": <pod>, "primaryUID": <its uid>}`. While no Pod is ready the last
+  primary stays recorded, with the uid of the Pod now of its name (so it is kept when that Pod
+  comes back, rather than a replica that may lag behind it), and the
   condition `PrimaryElected` says there is none: reason `Elected`, or `NoReadyReplica` with a
   requeue after 10 s; a Normal `Elected` event on the first election and a Warning
   `FailedOver` event when the primary moves.
@@ -50,12 +56,13 @@ class Primary(windlass.Plugin):
         name = ctx.name
         if not name:
             raise InvalidParent("metadata.name: missing")
-        current = ctx.status.get("primary")
-        current = current if isinstance(current, str) and current else None
+        current = text(ctx.status.get("primary"))
+        current_uid = text(ctx.status.get("primaryUID"))
         db_pods = database_pods(name, ctx.observed_of("v1/Pod"))
         pods = [pod_name(pod) for pod in db_pods]
+        uids = {pod_name(pod): pod_uid(pod) for pod in db_pods}
         ready = [pod_name(pod) for pod in db_pods if is_ready(pod)]
-        primary = choose_primary(name, current, ready)
+        primary = choose_primary(name, current, ready, made_again(current, current_uid, uids))
 
         out = ctx.output()
         service = out.find("v1/Service", name)
@@ -65,12 +72,22 @@ class Primary(windlass.Plugin):
             out.apply(role_patch(pod, "primary" if pod == primary else "replica"))
         if primary:
             out.status("primary", primary)
+            if uids.get(primary):
+                out.status("primaryUID", uids[primary])
         else:
-            # No ready Pod: keep the last primary on record (see above).
+            # No ready Pod: keep the last primary on record, as the Pod now of its name (see
+            # above).
+            if current and uids.get(current) and uids[current] != current_uid:
+                out.status("primaryUID", uids[current])
             out.requeue_after(REQUEUE_WITHOUT_PRIMARY_SECS)
         report(out, current, primary)
         log.debug(f"{name}: {len(ready)}/{len(pods)} database Pods ready, primary {primary} (was {current})")
         return out
+
+
+def text(value):
+    """A non-empty string, or None."""
+    return value if isinstance(value, str) and value else None
 
 
 def labels(obj):
@@ -92,6 +109,18 @@ def pod_name(pod):
     return pod["metadata"]["name"]
 
 
+def pod_uid(pod):
+    return text((pod.get("metadata") or {}).get("uid"))
+
+
+def made_again(current, current_uid, uids):
+    """Whether the Pod now named as the primary is not the one that was elected: deleted and
+    made again by the StatefulSet since. Without a recorded uid (a status written before the
+    uid was) or a uid on the Pod, the name decides."""
+    uid = uids.get(current)
+    return bool(current_uid and uid and uid != current_uid)
+
+
 def is_ready(pod):
     conditions = (pod.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
@@ -104,13 +133,15 @@ def ordinal(name, pod):
     return (0, int(suffix), pod) if suffix.isdigit() else (1, 0, pod)
 
 
-def choose_primary(name, current, ready):
-    """Keep the current primary while it is ready; else the ready Pod with the lowest ordinal."""
-    if current in ready:
+def choose_primary(name, current, ready, made_again=False):
+    """Keep the current primary while it is ready and not made again; else the ready Pod with
+    the lowest ordinal — other than a primary made again, unless it is the only one ready."""
+    if current in ready and not made_again:
         return current
     if not ready:
         return None
-    return min(ready, key=lambda pod: ordinal(name, pod))
+    others = [pod for pod in ready if pod != current] if made_again else ready
+    return min(others or ready, key=lambda pod: ordinal(name, pod))
 
 
 def role_patch(pod, role):

@@ -16,14 +16,17 @@ NAME = "orders"
 CASES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "host", "tests", "cases", "primary")
 
 
-def parent(current=None, name=NAME):
+def parent(current=None, name=NAME, uid=None):
     obj = {"apiVersion": "samples.windlass.dev/v1alpha1", "kind": "SampleDB", "metadata": {"name": name}}
     if current is not None:
         obj["status"] = {"primary": current}
+        if uid is not None:
+            obj["status"]["primaryUID"] = uid
     return obj
 
 
-def pod(ordinal, ready=True, instance=NAME, deleting=False, statefulset=True):
+def pod(ordinal, ready=True, instance=NAME, deleting=False, statefulset=True, made=1):
+    """A database Pod; `made` counts how often a Pod of its name has been made (its uid)."""
     name = f"{instance}-{ordinal}"
     labels = {"app.kubernetes.io/instance": instance}
     if statefulset:
@@ -31,12 +34,16 @@ def pod(ordinal, ready=True, instance=NAME, deleting=False, statefulset=True):
     obj = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "labels": labels},
+        "metadata": {"name": name, "uid": uid(ordinal, made), "labels": labels},
         "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
     }
     if deleting:
         obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     return obj
+
+
+def uid(ordinal, made=1):
+    return f"uid-{NAME}-{ordinal}-{made}"
 
 
 def client_service():
@@ -51,8 +58,8 @@ def client_service():
 HEADLESS = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": f"{NAME}-headless"}}
 
 
-def run(current=None, observed=(), desired=()):
-    return Harness(parent(current)).observed(list(observed)).desired(list(desired)).run(Primary)
+def run(current=None, observed=(), desired=(), current_uid=None):
+    return Harness(parent(current, uid=current_uid)).observed(list(observed)).desired(list(desired)).run(Primary)
 
 
 def roles(out):
@@ -80,11 +87,25 @@ class ChoosePrimary(unittest.TestCase):
     def test_unexpected_names_sort_last(self):
         self.assertEqual(primary.choose_primary(NAME, None, ["orders-x", "orders-3"]), "orders-3")
 
+    def test_a_primary_made_again_gives_way_to_a_ready_replica(self):
+        self.assertEqual(primary.choose_primary(NAME, "orders-0", ["orders-0", "orders-2"], True), "orders-2")
+
+    def test_a_primary_made_again_is_kept_when_no_other_pod_is_ready(self):
+        self.assertEqual(primary.choose_primary(NAME, "orders-0", ["orders-0"], True), "orders-0")
+
+    def test_made_again_only_when_both_uids_are_known_and_differ(self):
+        uids = {"orders-0": "b"}
+        self.assertTrue(primary.made_again("orders-0", "a", uids))
+        self.assertFalse(primary.made_again("orders-0", "b", uids))
+        self.assertFalse(primary.made_again("orders-0", None, uids))
+        self.assertFalse(primary.made_again("orders-0", "a", {"orders-0": None}))
+        self.assertFalse(primary.made_again("orders-1", "a", uids))
+
 
 class Reconcile(unittest.TestCase):
     def test_first_election(self):
         out = run(observed=[pod(1), pod(0), pod(2, ready=False)], desired=[HEADLESS, client_service()])
-        self.assertEqual(out.status_fragment, {"primary": "orders-0"})
+        self.assertEqual(out.status_fragment, {"primary": "orders-0", "primaryUID": uid(0)})
         self.assertEqual(roles(out), {"orders-0": "primary", "orders-1": "replica", "orders-2": "replica"})
         self.assertEqual(events(out), [(False, "Elected", "orders-0 is the primary")])
         condition = out.condition_of("PrimaryElected")
@@ -114,29 +135,57 @@ class Reconcile(unittest.TestCase):
         self.assertEqual([obj["kind"] for obj in out.desired], ["Service", "Pod"])
 
     def test_keeps_a_ready_primary_quietly(self):
-        out = run("orders-1", observed=[pod(0), pod(1)])
-        self.assertEqual(out.status_fragment, {"primary": "orders-1"})
+        out = run("orders-1", observed=[pod(0), pod(1)], current_uid=uid(1))
+        self.assertEqual(out.status_fragment, {"primary": "orders-1", "primaryUID": uid(1)})
+        self.assertEqual(out.events, [])
+
+    def test_a_status_without_a_uid_keeps_the_primary_by_name_and_records_its_uid(self):
+        out = run("orders-1", observed=[pod(0), pod(1, made=2)])
+        self.assertEqual(out.status_fragment, {"primary": "orders-1", "primaryUID": uid(1, 2)})
+        self.assertEqual(out.events, [])
+
+    def test_fails_over_from_a_primary_made_again_even_once_it_is_ready(self):
+        # The primary's Pod was deleted and the StatefulSet's new one is Ready already: no
+        # reconcile saw it gone, and still a replica takes over.
+        out = run("orders-1", observed=[pod(0), pod(1, made=2), pod(2)], current_uid=uid(1))
+        self.assertEqual(out.status_fragment, {"primary": "orders-0", "primaryUID": uid(0)})
+        self.assertEqual(roles(out), {"orders-0": "primary", "orders-1": "replica", "orders-2": "replica"})
+        self.assertEqual(events(out), [(True, "FailedOver", "primary moved from orders-1 to orders-0")])
+
+    def test_a_primary_made_again_is_elected_again_when_no_other_pod_is_ready(self):
+        out = run("orders-1", observed=[pod(0, ready=False), pod(1, made=2)], current_uid=uid(1))
+        self.assertEqual(out.status_fragment, {"primary": "orders-1", "primaryUID": uid(1, 2)})
+        self.assertEqual(roles(out), {"orders-0": "replica", "orders-1": "primary"})
         self.assertEqual(out.events, [])
 
     def test_fails_over_when_the_primary_is_not_ready(self):
         out = run("orders-0", observed=[pod(0, ready=False), pod(1), pod(2)])
-        self.assertEqual(out.status_fragment, {"primary": "orders-1"})
+        self.assertEqual(out.status_fragment, {"primary": "orders-1", "primaryUID": uid(1)})
         self.assertEqual(roles(out)["orders-0"], "replica")
         self.assertEqual(events(out), [(True, "FailedOver", "primary moved from orders-0 to orders-1")])
 
     def test_fails_over_when_the_primary_is_gone_or_deleting(self):
         out = run("orders-0", observed=[pod(0, deleting=True), pod(1)])
-        self.assertEqual(out.status_fragment, {"primary": "orders-1"})
+        self.assertEqual(out.status_fragment, {"primary": "orders-1", "primaryUID": uid(1)})
         self.assertNotIn("orders-0", roles(out))
 
     def test_no_ready_pod_keeps_the_last_primary_and_requeues(self):
-        out = run("orders-0", observed=[pod(0, ready=False)], desired=[client_service()])
+        out = run("orders-0", observed=[pod(0, ready=False)], desired=[client_service()], current_uid=uid(0))
         self.assertEqual(out.status_fragment, {})
         self.assertEqual(roles(out), {"orders-0": "replica"})
         condition = out.condition_of("PrimaryElected")
         self.assertEqual((condition.status, condition.reason), (False, "NoReadyReplica"))
         self.assertEqual(out.events, [])
         self.assertEqual(out.requeue, 10)
+
+    def test_with_no_ready_pod_the_last_primary_is_kept_as_the_pod_now_of_its_name(self):
+        # Every Pod went down and was made again: the last primary's new Pod is the one to keep
+        # when it comes back, rather than a replica that may lag behind it.
+        out = run("orders-1", observed=[pod(0, ready=False, made=2), pod(1, ready=False, made=2)], current_uid=uid(1))
+        self.assertEqual(out.status_fragment, {"primaryUID": uid(1, 2)})
+        back = run("orders-1", observed=[pod(0, made=2), pod(1, made=2)], current_uid=uid(1, 2))
+        self.assertEqual(back.status_fragment, {"primary": "orders-1", "primaryUID": uid(1, 2)})
+        self.assertEqual(back.events, [])
 
     def test_ignores_other_pods_and_kinds(self):
         observed = [

@@ -227,6 +227,44 @@ impl Cluster {
         }
     }
 
+    /// What a chaos round did, for a failure to show: the Job's state, and each Pod's (the
+    /// database's and the Job's) uid, phase, readiness, role and deletion.
+    async fn chaos_round(&self, job: &str) -> String {
+        let job = self
+            .get::<Job>(job)
+            .await
+            .map(|j| serde_json::to_string(&j.status).unwrap_or_default());
+        let pods = self
+            .api::<Pod>()
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default();
+        let pods: Vec<String> = pods
+            .iter()
+            .map(|p| {
+                let status = p.status.clone().unwrap_or_default();
+                let ready = status
+                    .conditions
+                    .unwrap_or_default()
+                    .into_iter()
+                    .find(|c| c.type_ == "Ready")
+                    .map(|c| c.status);
+                format!(
+                    "{} uid {} phase {:?} ready {:?} role {:?} deleting {} {}",
+                    p.name_any(),
+                    p.uid().unwrap_or_default(),
+                    status.phase,
+                    ready,
+                    p.labels().get(sampledb_api::ROLE_LABEL),
+                    p.metadata.deletion_timestamp.is_some(),
+                    status.message.unwrap_or_default()
+                )
+            })
+            .collect();
+        format!("job status: {job:?}\npods:\n  {}", pods.join("\n  "))
+    }
+
     async fn get<K>(&self, name: &str) -> Option<K>
     where
         K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
@@ -1140,12 +1178,30 @@ async fn chaos_kills_the_primary_and_a_new_one_serves_without_losing_a_volume() 
             .await
             .expect("the chaos Job");
         let old = primary.clone();
-        let status = k
-            .status_within(FAILOVER_BOUND, "chaos", "a new primary", |s| {
-                s["primary"].is_string() && s["primary"] != old.as_str()
-            })
-            .await;
+        let status = loop {
+            let status = k.db("chaos").await.map(|db| db["status"].clone());
+            if let Some(s) = status
+                .as_ref()
+                .filter(|s| s["primary"].is_string() && s["primary"] != old.as_str())
+            {
+                break s.clone();
+            }
+            assert!(
+                started.elapsed() < FAILOVER_BOUND,
+                "round {round}: no new primary after {FAILOVER_BOUND:?}; status: {}\n{}",
+                serde_json::to_string_pretty(&status).unwrap_or_default(),
+                k.chaos_round(&job.name_any()).await
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
         primary = status["primary"].as_str().expect("primary").to_string();
+        // The status names the Pod elected by uid too: one made again under its name is not it.
+        let elected: Pod = k.get(&primary).await.expect("the new primary's Pod");
+        assert_eq!(
+            status["primaryUID"].as_str(),
+            elected.uid().as_deref(),
+            "round {round}"
+        );
         // The client Service selects the primary role, and exactly the new primary has it.
         loop {
             let pods = k

@@ -162,6 +162,14 @@ pub struct SampleDbStatus {
     /// The Pod that takes writes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub primary: Option<String>,
+    /// The uid of the primary's Pod: a Pod of that name made again (the old one deleted) is
+    /// another Pod, and a ready replica takes over from it.
+    #[serde(
+        default,
+        rename = "primaryUID",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub primary_uid: Option<String>,
     /// The last completed backup (the name `restoreFrom` takes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_backup: Option<String>,
