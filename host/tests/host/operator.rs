@@ -307,6 +307,24 @@ async fn broken_version_is_refused(bytes: Vec<u8>, spec: Option<Value>, reason: 
     );
     assert_eq!(status.digest.as_deref(), Some(good.as_str()));
     assert_eq!(ready_since(&status), Some(loaded), "Ready never flipped");
+    // kubectl shows it too: a Warning event on the WasmPlugin saying what Ready says.
+    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
+    let event = eventually("a Warning event on the WasmPlugin", || async {
+        events
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| {
+                e.regarding.as_ref().is_some_and(|r| {
+                    r.kind.as_deref() == Some("WasmPlugin") && r.name.as_deref() == Some("children")
+                }) && e.reason.as_deref() == Some(reason)
+            })
+    })
+    .await;
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert_eq!(event.note.as_deref(), Some(ready.message.as_str()));
     // The old version still serves: a new parent gets its children.
     env.create_thing("t2", json!({"names": ["x"], "value": "v"}))
         .await;

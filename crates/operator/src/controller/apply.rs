@@ -7,7 +7,6 @@ use std::{sync::Arc, time::Instant};
 use kube::{
     Api, Resource, ResourceExt,
     api::{DeleteParams, DynamicObject, Patch, PatchParams, Preconditions},
-    runtime::events::{Event, EventType},
 };
 use serde_json::Value;
 
@@ -543,17 +542,12 @@ pub(super) async fn report_failure(
 
 /// A Warning event on the parent from the host itself.
 pub(super) async fn publish_warning(obj: &DynamicObject, ctx: &KindCtx, reason: &str, note: &str) {
-    let event = Event {
-        type_: EventType::Warning,
-        reason: reason.to_string(),
-        note: Some(truncate(note, 1000)),
-        action: "Reconcile".into(),
-        secondary: None,
-    };
+    let reference = obj.object_ref(&ctx.resource);
+    let note = truncate(note, 1000);
     if let Err(e) = ctx
         .shared
         .recorder
-        .publish(&event, &obj.object_ref(&ctx.resource))
+        .publish(&reference, true, reason, "Reconcile", &note)
         .await
     {
         tracing::debug!(error = %e, "publishing an event");
@@ -579,21 +573,13 @@ async fn publish_events(obj: &DynamicObject, ctx: &KindCtx, outcome: &Outcome) {
                 .record_refusal(&reported.plugin, "EventRate");
             continue;
         }
-        let event = Event {
-            type_: if e.warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: e.reason.clone(),
-            note: Some(truncate(
-                &format!("{}: {}", reported.plugin, e.message),
-                1000,
-            )),
-            action: "Reconcile".into(),
-            secondary: None,
-        };
-        if let Err(err) = ctx.shared.recorder.publish(&event, &reference).await {
+        let note = truncate(&format!("{}: {}", reported.plugin, e.message), 1000);
+        if let Err(err) = ctx
+            .shared
+            .recorder
+            .publish(&reference, e.warning, &e.reason, "Reconcile", &note)
+            .await
+        {
             tracing::debug!(error = %err, "publishing an event");
         }
     }

@@ -42,7 +42,9 @@ pub const RETIRE: &str = "windlass/retire";
 const HAND_OVER_TRIES: usize = 3;
 
 /// Writes what the loader knows of WasmPlugin `wp`: the version serving (if any), the error
-/// of the last load (if any), and `Ready`.
+/// of the last load (if any), and `Ready`; a failed load is told by a Warning event on the
+/// WasmPlugin too, saying what `Ready` says (so `kubectl get events` and `describe` show it;
+/// retries that fail the same way count into its series).
 pub(super) async fn write_loaded(
     shared: &Shared,
     wp: &WasmPlugin,
@@ -83,8 +85,18 @@ pub(super) async fn write_loaded(
             windlass_policy::cut_message(&e.to_string(), windlass_policy::MAX_CONDITION_MESSAGE)
         }),
         observed_generation: wp.metadata.generation,
-        conditions: merged_conditions(wp, "Ready", ready, reason, &message)?,
+        conditions: merged_conditions(wp, "Ready", ready, reason.clone(), &message)?,
     };
+    if error.is_some() {
+        let note = windlass_policy::cut_message(&message, windlass_policy::MAX_EVENT_NOTE);
+        if let Err(e) = shared
+            .recorder
+            .publish(&wp.object_ref(&()), true, &reason, "Load", &note)
+            .await
+        {
+            tracing::debug!(wasm_plugin = %name, error = %e, "publishing an event");
+        }
+    }
     hand_over_legacy(shared, wp).await;
     apply(shared, &name, LOADER, &typed).await
 }

@@ -3,10 +3,12 @@
 
 use std::{sync::Arc, time::Duration};
 
-use kube::{Client, runtime::events::Recorder};
+use kube::Client;
 use windlass_contract::Engine;
 
-use super::{discovery::Discovery, limits, registry::Registry, source, traffic::Traffic};
+use super::{
+    discovery::Discovery, events::Recorder, limits, registry::Registry, source, traffic::Traffic,
+};
 use crate::metrics::Metrics;
 
 /// Settings of the controller.
@@ -118,16 +120,12 @@ impl Shared {
         settings: Settings,
         instance: &str,
     ) -> Arc<Self> {
-        let reporter = kube::runtime::events::Reporter {
-            controller: "windlass".into(),
-            instance: Some(instance.to_string()),
-        };
         let registry = Arc::new(Registry::default());
         registry.set_host_account(settings.host_account.clone());
         Arc::new(Shared {
             reconciles: limits::Buckets::new(settings.reconcile_burst, settings.reconcile_every),
             events: limits::Buckets::new(settings.event_burst, settings.event_every),
-            recorder: Recorder::new(client.clone(), reporter),
+            recorder: Recorder::new(client.clone(), "windlass", instance),
             discovery: Discovery::new(client.clone()),
             client,
             engine,
