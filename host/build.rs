@@ -2,7 +2,10 @@
 //! - `embedded.rs`: the plugin templates, the guest SDKs and the WIT, which `windlass plugin new`
 //!   writes into a new project (so the binary carries them wherever it is installed);
 //! - `conformance_cases.rs`: one `#[test]` per case directory of `tests/cases/<plugin>/`, so that
-//!   each case passes or fails under its own name.
+//!   each case passes or fails under its own name;
+//! - `build_info.rs`: what `windlass version` tells — the commit built (`git`, or
+//!   `WINDLASS_BUILD_COMMIT` where there is no checkout), the wasmtime version linked (from
+//!   Cargo.lock) and the WIT packages served (from `wit/`).
 
 use std::{
     fmt::Write as _,
@@ -65,6 +68,82 @@ fn main() {
     )
     .unwrap();
     std::fs::write(out.join("conformance_cases.rs"), tests).expect("writing conformance_cases.rs");
+
+    build_info(&root, &out);
+}
+
+/// Writes `build_info.rs`: `COMMIT`, `WASMTIME` and `WIT_PACKAGES`.
+fn build_info(root: &Path, out: &Path) {
+    println!("cargo:rerun-if-env-changed=WINDLASS_BUILD_COMMIT");
+    let git = root.join(".git");
+    // A new commit moves the ref HEAD names (or HEAD itself when detached). Only files that
+    // exist: cargo runs a build script again every time when one it watches is missing.
+    let mut watched = vec![git.join("HEAD"), git.join("packed-refs")];
+    if let Ok(head) = std::fs::read_to_string(git.join("HEAD"))
+        && let Some(reference) = head.trim().strip_prefix("ref: ")
+    {
+        watched.push(git.join(reference));
+    }
+    for path in watched.iter().filter(|p| p.is_file()) {
+        println!("cargo:rerun-if-changed={}", path.display());
+    }
+    let commit = std::env::var("WINDLASS_BUILD_COMMIT")
+        .ok()
+        .filter(|c| !c.is_empty())
+        .or_else(|| {
+            let out = std::process::Command::new("git")
+                .args(["rev-parse", "HEAD"])
+                .current_dir(root)
+                .output()
+                .ok()?;
+            out.status
+                .success()
+                .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".to_string());
+    let lock = root.join("Cargo.lock");
+    println!("cargo:rerun-if-changed={}", lock.display());
+    let lock = std::fs::read_to_string(&lock).expect("Cargo.lock");
+    let wasmtime = locked_version(&lock, "wasmtime").expect("wasmtime in Cargo.lock");
+    let mut wit = Vec::new();
+    let mut files = Vec::new();
+    walk(&root.join("wit"), &mut files);
+    files.sort();
+    for file in files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "wit"))
+    {
+        let text = std::fs::read_to_string(file).expect("a WIT file");
+        wit.extend(text.lines().filter_map(|l| {
+            Some(
+                l.trim()
+                    .strip_prefix("package ")?
+                    .trim_end_matches(';')
+                    .to_string(),
+            )
+        }));
+    }
+    wit.sort();
+    wit.dedup();
+    let info = format!(
+        "/// The commit built.\npub const COMMIT: &str = {commit:?};\n\
+         /// The wasmtime version linked.\npub const WASMTIME: &str = {wasmtime:?};\n\
+         /// The WIT packages served.\npub const WIT_PACKAGES: &[&str] = &{wit:?};\n"
+    );
+    std::fs::write(out.join("build_info.rs"), info).expect("writing build_info.rs");
+}
+
+/// The version of package `name` in a Cargo.lock.
+fn locked_version(lock: &str, name: &str) -> Option<String> {
+    let wanted = format!("name = {name:?}");
+    let mut lines = lock.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() == wanted {
+            let version = lines.next()?.trim().strip_prefix("version = ")?;
+            return Some(version.trim_matches('"').to_string());
+        }
+    }
+    None
 }
 
 /// Sources, not what builds and tests leave behind.

@@ -71,7 +71,10 @@ pub struct DevCluster {
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     /// The port could not be bound.
-    #[error("cannot bind 127.0.0.1:{port}: {source}")]
+    #[error(
+        "the devcluster cannot listen on 127.0.0.1:{port}: {source} (--port sets another port; 0 \
+         picks a free one)"
+    )]
     Bind {
         /// The port asked for.
         port: u16,

@@ -36,6 +36,9 @@ enum Command {
     /// GET a URL over plain HTTP; succeed only on 200 OK (the chart's `helm test` runs it
     /// against `/readyz`: the image has no shell).
     Probe(cmd::probe::Args),
+    /// Print what was built: the version, the commit, the wasmtime version linked and the WIT
+    /// packages served.
+    Version,
 }
 
 fn main() -> ExitCode {
@@ -50,6 +53,7 @@ fn main() -> ExitCode {
         Command::Render(args) => cmd::render::run(&cli.global, args),
         Command::Plugin(command) => cmd::plugin::run(&cli.global, command),
         Command::Probe(args) => cmd::block_on(cmd::probe::run(args)),
+        Command::Version => cmd::version::run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -6,6 +6,7 @@ use std::{
     time::Duration,
 };
 
+use anyhow::Context as _;
 use kube::Client;
 use tokio::sync::watch;
 
@@ -56,8 +57,15 @@ pub async fn start(
         leading: Default::default(),
         metrics: metrics.clone(),
     });
-    let admin_addr =
-        admin::serve(config.admin_addr, health.clone(), stopped(shutdown.clone())).await?;
+    let admin_addr = admin::serve(config.admin_addr, health.clone(), stopped(shutdown.clone()))
+        .await
+        .with_context(|| {
+            format!(
+                "/healthz, /readyz and /metrics cannot listen on {} (--admin-addr sets another \
+                 address; port 0 picks a free one)",
+                config.admin_addr
+            )
+        })?;
     let shared = Shared::new(
         client.clone(),
         engine,

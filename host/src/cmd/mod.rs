@@ -8,6 +8,7 @@ pub mod plugin;
 pub mod probe;
 pub mod render;
 pub mod run;
+pub mod version;
 
 use std::{io::Write as _, path::PathBuf};
 
@@ -39,12 +40,18 @@ enum LogFormat {
 }
 
 impl Global {
-    /// Logs to stderr in the chosen format, filtered by `RUST_LOG` (default `info`).
+    /// Logs to stderr in the chosen format, filtered by `RUST_LOG` (default `info`), in colour
+    /// only on a terminal and without `NO_COLOR`.
     pub fn init_logging(&self) {
+        use std::io::IsTerminal as _;
         let filter = tracing_subscriber::EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
         let builder = tracing_subscriber::fmt()
             .with_env_filter(filter)
+            .with_ansi(colour(
+                std::io::stderr().is_terminal(),
+                std::env::var_os("NO_COLOR").as_deref(),
+            ))
             .with_writer(std::io::stderr);
         match self.log_format {
             LogFormat::Text => builder.init(),
@@ -68,6 +75,12 @@ impl Global {
     pub fn runtime(&self) -> Result<Runtime> {
         Ok(Runtime::new(self.runtime_config())?)
     }
+}
+
+/// Whether logs are coloured: on a terminal, unless `NO_COLOR` is set to anything but the
+/// empty string (no-color.org).
+fn colour(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
 fn default_cache_dir() -> Option<PathBuf> {
@@ -151,4 +164,19 @@ pub async fn stop_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::colour;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn logs_are_coloured_only_on_a_terminal_without_no_color() {
+        assert!(colour(true, None));
+        assert!(colour(true, Some(OsStr::new(""))));
+        assert!(!colour(true, Some(OsStr::new("1"))));
+        assert!(!colour(false, None));
+        assert!(!colour(false, Some(OsStr::new(""))));
+    }
 }

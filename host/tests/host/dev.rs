@@ -34,6 +34,57 @@ fn windlass_dev_reconciles_the_example_sampledb_on_the_embedded_devcluster() {
     );
     let written = std::fs::read_to_string(&kubeconfig).unwrap();
     assert!(written.contains("server: http://127.0.0.1:"), "{written}");
+    // Logs written to a pipe carry no colour codes.
+    assert!(stderr.contains(" INFO "), "{stderr}");
+    assert!(
+        !stderr.contains('\x1b'),
+        "colour codes in the log:\n{stderr}"
+    );
+}
+
+/// A port in use is named in the error, with the flag that picks another — for the devcluster's
+/// port and for the admin endpoints' — and nothing starts.
+#[test]
+fn a_port_in_use_is_named_with_the_flag_that_changes_it() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let port = taken.local_addr().expect("its address").port();
+    let dir = tempfile::tempdir().unwrap();
+    for (args, flag) in [
+        (
+            vec![
+                "--port".to_string(),
+                port.to_string(),
+                "--admin-addr".to_string(),
+                "127.0.0.1:0".to_string(),
+            ],
+            "--port",
+        ),
+        (
+            vec!["--admin-addr".to_string(), format!("127.0.0.1:{port}")],
+            "--admin-addr",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_windlass"))
+            .args(["--no-cache", "dev", "--exit-when-reconciled"])
+            .args(&args)
+            .arg("--kubeconfig-out")
+            .arg(dir.path().join("kubeconfig"))
+            .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap())
+            .output()
+            .expect("windlass dev runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flag}: started anyway:\n{stderr}");
+        let error = stderr
+            .lines()
+            .find(|l| l.starts_with("error: "))
+            .unwrap_or_else(|| panic!("{flag}: no error line:\n{stderr}"));
+        assert!(
+            error.contains(&format!("127.0.0.1:{port}")) && error.contains(flag),
+            "{flag}: {error}"
+        );
+        assert!(error.contains("in use"), "{flag}: {error}");
+    }
+    drop(taken);
 }
 
 /// The same walkthrough on a real control plane (etcd, kube-apiserver, kube-controller-manager

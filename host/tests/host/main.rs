@@ -25,3 +25,4 @@ mod render;
 mod sampledb;
 mod signature;
 mod templates;
+mod version;
