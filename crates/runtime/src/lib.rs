@@ -287,9 +287,11 @@ impl Runtime {
             lock(&inner.stats).memory_hits += 1;
             return Ok(hit);
         }
+        // On one line: wasmparser's messages can hold pretty-printed byte arrays (a bad magic
+        // number), which would spread over a condition, an event and a log line.
         let compile_error = |e: wasmtime::Error| Error::Compile {
             plugin: label.to_string(),
-            message: format!("{e:#}"),
+            message: one_line(&format!("{e:#}")),
         };
         let component = match &inner.cache {
             Some(cache) => match cache.load(&inner.engine, digest) {
@@ -393,4 +395,13 @@ fn engine_config(config: &RuntimeConfig) -> Config {
 /// structure guarded here stays consistent between statements.
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `text` with its lines trimmed and joined by single spaces.
+fn one_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
 }

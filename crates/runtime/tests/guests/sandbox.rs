@@ -515,3 +515,33 @@ fn the_storage_plugin_declares_what_it_produces() {
         stateful.imports()
     );
 }
+
+/// Bytes that are no component are refused as CompileFailed, naming the plugin, on one line (a
+/// bad magic number was a multi-line dump of bytes in the condition, the event and the log).
+#[test]
+fn bytes_that_are_no_component_fail_to_compile_in_one_line_naming_the_plugin() {
+    for bytes in [
+        &b"\x7fELF\x02\x01\x01\0not wasm at all"[..],
+        b"\0asm\x01\0\0\0\xff\xff\xff",
+        b"\0asm\x0d\0\x01\0\x01\xff",
+        b"",
+    ] {
+        let Err(e) = runtime().load("corrupt", bytes, LoadOptions::default()) else {
+            panic!("{bytes:?} loaded");
+        };
+        let text = e.to_string();
+        assert_eq!(e.reason(), "CompileFailed", "{text}");
+        assert!(
+            text.starts_with("plugin corrupt: not a loadable WebAssembly component: "),
+            "{text}"
+        );
+        assert!(!text.contains('\n'), "{text}");
+        // The case that was a multi-line dump: wasmparser pretty-prints the bytes it expected.
+        if bytes.starts_with(b"\x7fELF") {
+            assert!(
+                text.contains("bad magic number - expected=[ 0x0, 0x61"),
+                "{text}"
+            );
+        }
+    }
+}
