@@ -23,6 +23,12 @@ use windlass_policy::{Level, PodGrants};
     printcolumn(name = "Plugin", type_ = "string", json_path = ".status.plugin"),
     printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),
     printcolumn(
+        name = "Digest",
+        type_ = "string",
+        json_path = ".status.digest",
+        priority = 1
+    ),
+    printcolumn(
         name = "Ready",
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"Ready\")].status"
@@ -389,8 +395,13 @@ mod tests {
         assert_eq!(
             columns,
             [
-                "Parent", "Order", "Plugin", "Version", "Ready", "Reason", "Age"
+                "Parent", "Order", "Plugin", "Version", "Digest", "Ready", "Reason", "Age"
             ]
+        );
+        let digest = &version.additional_printer_columns.as_ref().unwrap()[4];
+        assert_eq!(
+            (digest.json_path.as_str(), digest.priority),
+            (".status.digest", Some(1))
         );
         let schema = serde_json::to_value(&version.schema).unwrap();
         let config = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["config"];

@@ -62,7 +62,11 @@ pub fn crd()
                 "schema": {"openAPIV3Schema": schema},
                 "subresources": {"status": {}},
                 "additionalPrinterColumns": [
-                    column("Version", "string", ".spec.version"),
+                    // What runs, which a refused downgrade or an upgrade under way leaves
+                    // apart from what is asked (`-o wide`).
+                    column("Version", "string", ".status.currentVersion"),
+                    serde_json::json!({"name": "Desired", "type": "string",
+                        "jsonPath": ".spec.version", "priority": 1}),
                     column("Phase", "string", ".status.phase"),
                     column("Ready", "integer", ".status.readyReplicas"),
                     column("Primary", "string", ".status.primary"),
@@ -105,7 +109,14 @@ mod tests {
             .iter()
             .map(|c| c["name"].as_str().unwrap())
             .collect();
-        assert_eq!(columns, ["Version", "Phase", "Ready", "Primary", "Age"]);
+        assert_eq!(
+            columns,
+            ["Version", "Desired", "Phase", "Ready", "Primary", "Age"]
+        );
+        let printer = &version["additionalPrinterColumns"];
+        assert_eq!(printer[0]["jsonPath"], ".status.currentVersion");
+        assert_eq!(printer[1]["jsonPath"], ".spec.version");
+        assert_eq!(printer[1]["priority"], 1);
         assert!(
             !crd.to_string().contains("$ref"),
             "the schema must be structural (inlined)"
