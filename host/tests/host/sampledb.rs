@@ -54,6 +54,9 @@ const NS: &str = "default";
 struct Harness {
     dev: Dev,
     real: Option<(ControlPlane, tokio::task::JoinHandle<()>)>,
+    /// A kubeconfig for kubectl, as the cluster's admin.
+    kubeconfig: PathBuf,
+    _dir: tempfile::TempDir,
 }
 
 impl Harness {
@@ -77,6 +80,15 @@ impl Harness {
 
     /// The backup schedule: every five minutes, sped up 60 times on the devcluster; every
     /// minute, the CronJob controller's finest, on a real one.
+    /// Runs kubectl as the admin, off the async workers: its stdout, or its stderr as the error.
+    async fn kubectl(&self, args: &[&str]) -> Result<String, String> {
+        let mut cmd = std::process::Command::new(support::tools::kubectl());
+        cmd.arg("--kubeconfig").arg(&self.kubeconfig).args(args);
+        tokio::task::spawn_blocking(move || support::tools::try_run(&mut cmd, None))
+            .await
+            .expect("the kubectl task runs")
+    }
+
     fn schedule(&self) -> &'static str {
         if self.real.is_some() {
             "* * * * *"
@@ -114,6 +126,7 @@ async fn start() -> Harness {
         // CronJobs fire 60 times faster: `*/5 * * * *` every five seconds.
         cron_speedup: 60.0,
     };
+    let mut kubeconfig = config.kubeconfig.clone();
     let (dev, real) = if support::real_cluster() {
         let plane = ControlPlane::start()
             .await
@@ -129,12 +142,18 @@ async fn start() -> Harness {
         let dev = dev::start_on(client, config)
             .await
             .expect("windlass dev starts on the real control plane");
+        kubeconfig = plane.kubeconfig();
         (dev, Some((plane, simulator)))
     } else {
         (dev::start(config).await.expect("windlass dev starts"), None)
     };
     support::create_backup_volume(&dev.client, NS).await;
-    Harness { dev, real }
+    Harness {
+        dev,
+        real,
+        kubeconfig,
+        _dir: dir,
+    }
 }
 
 /// Kubernetes objects of one namespace, by kind.
@@ -489,11 +508,42 @@ async fn a_sampledb_lives_from_create_through_backup_failover_upgrade_to_a_snaps
     )
     .await
     .expect("SampleDB created");
-    let status = k
-        .status_until("orders", "Ready, initialised, with a primary", |s| {
+    // What `kubectl wait`, Argo CD, Flux and `helm --wait` read: the host's one Ready, from
+    // every plugin's say. kubectl waits through Provisioning and Initializing.
+    let wait = [
+        "wait",
+        "--for=condition=Ready",
+        "sdb/orders",
+        "--namespace",
+        NS,
+        "--timeout=120s",
+    ];
+    let (waited, status) = tokio::join!(
+        dev.kubectl(&wait),
+        k.status_until("orders", "Ready, initialised, with a primary", |s| {
             s["phase"] == "Ready" && s["initialized"] == true && s["primary"].is_string()
         })
-        .await;
+    );
+    let waited = waited.expect("kubectl wait --for=condition=Ready succeeds");
+    assert!(waited.contains("condition met"), "{waited}");
+    let ready = condition(&status, "Ready").expect("Ready");
+    assert_eq!(ready["status"], "True", "{ready}");
+    assert_eq!(ready["reason"], "PluginsReady", "{ready}");
+    assert!(
+        ready["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("sampledb-storage: 3/3 replicas ready")),
+        "{ready}"
+    );
+    assert!(
+        timeline
+            .first("SampleDB", "orders", |e| {
+                condition(&e.object["status"], "Ready")
+                    .is_some_and(|c| c["status"] == "False" && c["reason"] == "WaitingForReplicas")
+            })
+            .is_some(),
+        "not Ready while replicas came up"
+    );
     assert_eq!(status["readyReplicas"], 3);
     assert_eq!(status["currentVersion"], "16.4");
     assert_eq!(status["primary"], "orders-0");
@@ -680,6 +730,12 @@ async fn a_sampledb_lives_from_create_through_backup_failover_upgrade_to_a_snaps
         })
         .await;
     assert_eq!(status["currentVersion"], "17.0");
+    let ready = condition(&status, "Ready").expect("Ready");
+    assert_eq!(
+        (ready["status"].as_str(), ready["reason"].as_str()),
+        (Some("False"), Some("DowngradeRefused")),
+        "a spec that will not be reached is not Ready: {ready}"
+    );
     let sts: StatefulSet = k.get("orders").await.expect("StatefulSet");
     assert_eq!(
         image(&sts),
@@ -687,6 +743,11 @@ async fn a_sampledb_lives_from_create_through_backup_failover_upgrade_to_a_snaps
         "the StatefulSet stays on 17.0"
     );
     k.patch_spec("orders", json!({"version": "17.0"})).await;
+    let waited = dev
+        .kubectl(&wait)
+        .await
+        .expect("Ready again once spec.version is back");
+    assert!(waited.contains("condition met"), "{waited}");
 
     // Delete with deletionPolicy Snapshot: snapshots ready before the StatefulSet and PVCs go.
     let uid = k.db("orders").await.expect("orders")["metadata"]["uid"]

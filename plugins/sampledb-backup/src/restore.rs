@@ -16,8 +16,9 @@ use crate::{
 const REQUEUE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Runs the restore Job when `spec.restoreFrom` asks for one that has not happened yet, and
-/// reports it (phase `Restoring`, condition `Restored`). Returns true while the database is
-/// being restored (or a restore failed): it must not be reported ready nor backed up then.
+/// reports it (phase `Restoring`, condition `Restored`, and `Ready` false while it has not
+/// happened). Returns true while the database is being restored (or a restore failed): it must
+/// not be reported ready nor backed up then.
 ///
 /// A restore runs once, on create:
 /// - once the Job completed, `status.restoredFrom` records it; the Job is kept until that status
@@ -49,15 +50,12 @@ pub(crate) fn reconcile(
     }
     let observed = jobs::observed_job(ctx, &job_name);
     let refuse = |reason: &str, why: String, out: &mut Output| {
-        report_failure(
-            ctx,
-            out,
-            "Restored",
-            reason,
-            format!(
-                "{why}; spec.restoreFrom only applies when the database is created, so backup {from} is not restored (restore it into a new SampleDB)"
-            ),
+        let message = format!(
+            "{why}; spec.restoreFrom only applies when the database is created, so backup {from} is not restored (restore it into a new SampleDB)"
         );
+        // The spec asks for what will not happen: not ready until it stops asking.
+        out.condition("Ready", false, reason, message.clone());
+        report_failure(ctx, out, "Restored", reason, message);
     };
     if let Some(earlier) = restored {
         refuse(
@@ -109,26 +107,19 @@ pub(crate) fn reconcile(
             // Keep the failed Job (and its Pod's logs) for the user; never report ready.
             out.apply(&job)?;
             out.status("phase", "Restoring");
-            report_failure(
-                ctx,
-                out,
-                "Restored",
-                "RestoreFailed",
-                format!(
-                    "restore Job {job_name} from backup {from} failed: {message}; delete the Job to try again"
-                ),
+            let message = format!(
+                "restore Job {job_name} from backup {from} failed: {message}; is backup {from} on the backup volume, and complete? Delete the Job to try again"
             );
+            out.condition("Ready", false, "RestoreFailed", message.clone());
+            report_failure(ctx, out, "Restored", "RestoreFailed", message);
             Ok(true)
         }
         Some(JobState::Running) => {
             out.apply(&job)?;
             out.status("phase", "Restoring");
-            out.condition(
-                "Restored",
-                false,
-                "Restoring",
-                format!("restoring from backup {from} (Job {job_name})"),
-            );
+            let message = format!("restoring from backup {from} (Job {job_name})");
+            out.condition("Ready", false, "Restoring", message.clone());
+            out.condition("Restored", false, "Restoring", message);
             out.requeue_after(REQUEUE);
             Ok(true)
         }
@@ -139,22 +130,20 @@ pub(crate) fn reconcile(
                 .and_then(|s| s.status)
                 .and_then(|s| s.ready_replicas)
                 .unwrap_or(0);
-            if ready >= 1 {
+            let (reason, message) = if ready >= 1 {
                 out.apply(&job)?;
-                out.condition(
-                    "Restored",
-                    false,
+                (
                     "Restoring",
                     format!("restoring from backup {from} (Job {job_name})"),
-                );
+                )
             } else {
-                out.condition(
-                    "Restored",
-                    false,
+                (
                     "WaitingForDatabase",
                     format!("waiting for a ready replica to restore backup {from} into"),
-                );
-            }
+                )
+            };
+            out.condition("Ready", false, reason, message.clone());
+            out.condition("Restored", false, reason, message);
             out.requeue_after(REQUEUE);
             Ok(true)
         }

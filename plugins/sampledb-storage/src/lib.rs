@@ -16,7 +16,8 @@
 //!   `status.initialized` and it never runs again.
 //!
 //! Phase: Provisioning until every replica is ready, then Initializing until the init Job has
-//! completed, then Ready. Conditions: `StorageReady` and `Initialized`.
+//! completed, then Ready. Conditions: `StorageReady`, `Initialized`, and `Ready` (true in phase
+//! Ready; the host combines it with the other plugins' into the SampleDB's `Ready`).
 
 mod credentials;
 mod init;
@@ -183,6 +184,31 @@ fn report(ctx: &Context, spec: &SampleDbSpec, ready: i32, init: &Init, out: &mut
         "Ready"
     };
     out.status("phase", phase);
+    // Ready as far as storage knows: the host combines it with the other plugins' (a restore or
+    // an upgrade under way holds it too) into the SampleDB's one `Ready` condition.
+    let (serving, reason, why) = match init {
+        _ if !replicas_ready => (
+            false,
+            "WaitingForReplicas",
+            format!("{ready}/{} replicas ready", spec.replicas),
+        ),
+        Init::Failed(_) => (
+            false,
+            "InitJobFailed",
+            format!("the init Job {} failed", names::init_job(name)),
+        ),
+        _ if !init.settled() => (
+            false,
+            "Initializing",
+            format!("waiting for the init Job {}", names::init_job(name)),
+        ),
+        _ => (
+            true,
+            "Serving",
+            format!("{ready}/{} replicas ready, data initialized", spec.replicas),
+        ),
+    };
+    out.condition("Ready", serving, reason, why);
     if phase != "Ready" {
         out.requeue_after(REQUEUE);
     }

@@ -79,89 +79,100 @@ impl Plugin for Upgrade {
             .child::<Job>()
     }
 
+    /// The upgrade, and `Ready` false whenever `Upgrade` is (under way, refused, waiting): the
+    /// host combines it with the other plugins' into the SampleDB's `Ready`.
     fn reconcile(ctx: &Context) -> Result<Output> {
-        let spec: SampleDbSpec = ctx.spec()?;
-        let config: Config = ctx.config()?;
-        let target = spec.version.as_str();
-        let Some(target_parts) = parse_version(target) else {
-            return Err(Error::InvalidParent(format!(
-                "spec.version: {target:?} is not a version like 16.4"
-            )));
-        };
-        let mut out = ctx.output();
-        let Some(current) = ctx.status("/currentVersion").and_then(Value::as_str) else {
-            out.status("currentVersion", target);
-            out.condition(CONDITION, true, "UpToDate", format!("running {target}"));
-            return Ok(out);
-        };
-        let Some(current_parts) = parse_version(current) else {
-            return Err(Error::Failed(format!(
-                "status.currentVersion: {current:?} is not a version"
-            )));
-        };
-        out.status("currentVersion", current);
-        // An upgrade whose migration has started is finished first, whatever spec.version says
-        // now: the data is (being) migrated to that version, so neither the running version's
-        // image nor another target may run on it.
-        if let Some(committed) = ctx
-            .status("/upgradingTo")
-            .and_then(Value::as_str)
-            .filter(|v| *v != current)
-        {
-            if parse_version(committed).is_none() {
-                return Err(Error::Failed(format!(
-                    "status.upgradingTo: {committed:?} is not a version"
-                )));
-            }
-            let committed = committed.to_string();
-            upgrade(ctx, &spec, &config, current, &committed, &mut out)?;
-            if committed != target
-                && let Some(c) = out.condition_of(CONDITION).filter(|c| !c.status).cloned()
-            {
-                out.condition(
-                    CONDITION,
-                    false,
-                    &c.reason,
-                    format!(
-                        "{}; spec.version is now {target}, which is considered once the \
-                         upgrade to {committed} is done (the data is already being migrated)",
-                        c.message
-                    ),
-                );
-            }
-            return Ok(out);
-        }
-        match compare_versions(target, current) {
-            Some(std::cmp::Ordering::Equal) => {
-                out.condition(CONDITION, true, "UpToDate", format!("running {current}"));
-            }
-            Some(std::cmp::Ordering::Less) => refuse(
-                ctx,
-                &mut out,
-                current,
-                "DowngradeRefused",
-                format!(
-                    "spec.version {target} is older than the running version {current}: \
-                     downgrades are not supported, the database keeps running {current} \
-                     (set spec.version back to {current})"
-                ),
-            ),
-            _ if target_parts[0] > current_parts[0] + 1 => refuse(
-                ctx,
-                &mut out,
-                current,
-                "UnsupportedUpgradePath",
-                format!(
-                    "spec.version {target} skips a major version from the running version \
-                     {current}: upgrade one major version at a time (to {}.x first); the \
-                     database keeps running {current}",
-                    current_parts[0] + 1
-                ),
-            ),
-            _ => upgrade(ctx, &spec, &config, current, target, &mut out)?,
+        let mut out = run(ctx)?;
+        if let Some(c) = out.condition_of(CONDITION).filter(|c| !c.status).cloned() {
+            out.condition("Ready", false, &c.reason, c.message);
         }
         Ok(out)
     }
+}
+
+/// Decides the running version and the step of an upgrade.
+fn run(ctx: &Context) -> Result<Output> {
+    let spec: SampleDbSpec = ctx.spec()?;
+    let config: Config = ctx.config()?;
+    let target = spec.version.as_str();
+    let Some(target_parts) = parse_version(target) else {
+        return Err(Error::InvalidParent(format!(
+            "spec.version: {target:?} is not a version like 16.4"
+        )));
+    };
+    let mut out = ctx.output();
+    let Some(current) = ctx.status("/currentVersion").and_then(Value::as_str) else {
+        out.status("currentVersion", target);
+        out.condition(CONDITION, true, "UpToDate", format!("running {target}"));
+        return Ok(out);
+    };
+    let Some(current_parts) = parse_version(current) else {
+        return Err(Error::Failed(format!(
+            "status.currentVersion: {current:?} is not a version"
+        )));
+    };
+    out.status("currentVersion", current);
+    // An upgrade whose migration has started is finished first, whatever spec.version says
+    // now: the data is (being) migrated to that version, so neither the running version's
+    // image nor another target may run on it.
+    if let Some(committed) = ctx
+        .status("/upgradingTo")
+        .and_then(Value::as_str)
+        .filter(|v| *v != current)
+    {
+        if parse_version(committed).is_none() {
+            return Err(Error::Failed(format!(
+                "status.upgradingTo: {committed:?} is not a version"
+            )));
+        }
+        let committed = committed.to_string();
+        upgrade(ctx, &spec, &config, current, &committed, &mut out)?;
+        if committed != target
+            && let Some(c) = out.condition_of(CONDITION).filter(|c| !c.status).cloned()
+        {
+            out.condition(
+                CONDITION,
+                false,
+                &c.reason,
+                format!(
+                    "{}; spec.version is now {target}, which is considered once the \
+                         upgrade to {committed} is done (the data is already being migrated)",
+                    c.message
+                ),
+            );
+        }
+        return Ok(out);
+    }
+    match compare_versions(target, current) {
+        Some(std::cmp::Ordering::Equal) => {
+            out.condition(CONDITION, true, "UpToDate", format!("running {current}"));
+        }
+        Some(std::cmp::Ordering::Less) => refuse(
+            ctx,
+            &mut out,
+            current,
+            "DowngradeRefused",
+            format!(
+                "spec.version {target} is older than the running version {current}: \
+                     downgrades are not supported, the database keeps running {current} \
+                     (set spec.version back to {current})"
+            ),
+        ),
+        _ if target_parts[0] > current_parts[0] + 1 => refuse(
+            ctx,
+            &mut out,
+            current,
+            "UnsupportedUpgradePath",
+            format!(
+                "spec.version {target} skips a major version from the running version \
+                     {current}: upgrade one major version at a time (to {}.x first); the \
+                     database keeps running {current}",
+                current_parts[0] + 1
+            ),
+        ),
+        _ => upgrade(ctx, &spec, &config, current, target, &mut out)?,
+    }
+    Ok(out)
 }
 
 /// Keeps the running version and says why.

@@ -1,6 +1,6 @@
 //! The parent's status as the host writes it: plugin status fragments, one condition per
-//! plugin-reported type plus the host's own `Reconciled`, and observedGeneration; and the
-//! condition merge the WasmPlugin status uses too. Pure; the writes live in `apply.rs` (a
+//! plugin-reported type plus the host's own `Reconciled` and `Ready`, and observedGeneration;
+//! and the condition merge the WasmPlugin status uses too. Pure; the writes live in `apply.rs` (a
 //! merge patch of the parent's status subresource) and `plugin_status.rs`.
 
 use std::collections::BTreeMap;
@@ -9,8 +9,15 @@ use serde_json::{Map, Value, json};
 
 use windlass_policy::pipeline::Outcome;
 
-/// The condition type the host itself reports on every parent.
+/// The condition type the host itself reports on every parent: did the last run succeed.
 pub const RECONCILED: &str = "Reconciled";
+
+/// The condition type the host composes on every parent, for `kubectl wait
+/// --for=condition=Ready` and kstatus-based tools (Argo CD, Flux, `helm --wait`): True when the
+/// last run applied everything (no plugin skipped) and every plugin that reports a `Ready` of
+/// its own reports it True. Plugins' `Ready` reports are combined, never shown one by one; a
+/// plugin that knows nothing of readiness reports none.
+pub const READY: &str = "Ready";
 
 /// One condition as Kubernetes stores it (its type is the key it is given under).
 #[derive(Debug, Clone, PartialEq)]
@@ -30,7 +37,7 @@ pub fn after_success(parent: &Value, outcome: &Outcome, now: &str) -> Value {
         .and_then(Value::as_i64)
         .unwrap_or(0);
     let mut conditions = BTreeMap::new();
-    for c in &outcome.conditions {
+    for c in outcome.conditions.iter().filter(|c| c.item.kind != READY) {
         conditions.insert(
             c.item.kind.clone(),
             Cond {
@@ -57,6 +64,8 @@ pub fn after_success(parent: &Value, outcome: &Outcome, now: &str) -> Value {
             format!("{} objects applied", outcome.desired.len()),
         )
     };
+    let ready = ready(outcome, status == "True", &reason, &message);
+    conditions.insert(READY.into(), ready);
     conditions.insert(
         RECONCILED.into(),
         Cond {
@@ -74,8 +83,54 @@ pub fn after_success(parent: &Value, outcome: &Outcome, now: &str) -> Value {
     json!({ "status": body })
 }
 
+/// The parent's `Ready` ([`READY`]) after a run: not ready while the run was incomplete (the
+/// reason and message of `Reconciled`); else not ready while any plugin reports its `Ready`
+/// False (the first such plugin's reason; each one's message, naming it); else ready.
+fn ready(outcome: &Outcome, complete: bool, reason: &str, message: &str) -> Cond {
+    if !complete {
+        return Cond {
+            status: "False",
+            reason: reason.to_string(),
+            message: message.to_string(),
+        };
+    }
+    let reports: Vec<_> = outcome
+        .conditions
+        .iter()
+        .filter(|c| c.item.kind == READY)
+        .collect();
+    let said = |status: bool| -> Vec<String> {
+        reports
+            .iter()
+            .filter(|c| c.item.status == status)
+            .map(|c| format!("{}: {}", c.plugin, c.item.message))
+            .collect()
+    };
+    let cut = |parts: Vec<String>| {
+        windlass_policy::cut_message(&parts.join("; "), windlass_policy::MAX_CONDITION_MESSAGE)
+    };
+    match reports.iter().find(|c| !c.item.status) {
+        Some(first) => Cond {
+            status: "False",
+            reason: first.item.reason.clone(),
+            message: cut(said(false)),
+        },
+        None if reports.is_empty() => Cond {
+            status: "True",
+            reason: "Reconciled".to_string(),
+            message: "every object applied; no plugin reports readiness".to_string(),
+        },
+        None => Cond {
+            status: "True",
+            reason: "PluginsReady".to_string(),
+            message: cut(said(true)),
+        },
+    }
+}
+
 /// The status merge patch after a failed run (a plugin, the policy or the API): only the host's
-/// condition changes; plugin conditions and fields stay as the last successful run left them.
+/// `Reconciled` changes; `Ready`, plugin conditions and fields stay as the last successful run
+/// left them (a failed write to the API says nothing about whether the parent serves).
 pub fn after_failure(parent: &Value, error: &super::error::ReconcileError, now: &str) -> Value {
     let generation = parent
         .pointer("/metadata/generation")
@@ -192,9 +247,9 @@ mod tests {
             .iter()
             .map(|c| c["type"].as_str().unwrap())
             .collect();
-        assert_eq!(types, ["Reconciled", "StorageReady"]);
-        assert_eq!(status["conditions"][0]["status"], "True");
-        assert_eq!(status["conditions"][1]["observedGeneration"], 4);
+        assert_eq!(types, ["Ready", "Reconciled", "StorageReady"]);
+        assert_eq!(status["conditions"][1]["status"], "True");
+        assert_eq!(status["conditions"][2]["observedGeneration"], 4);
     }
 
     #[test]
@@ -202,14 +257,14 @@ mod tests {
         let before = after_success(&parent(json!([])), &outcome(false), "T1");
         let p = parent(before["status"]["conditions"].clone());
         let same = after_success(&p, &outcome(false), "T2");
-        assert_eq!(same["status"]["conditions"][1]["lastTransitionTime"], "T1");
+        assert_eq!(same["status"]["conditions"][2]["lastTransitionTime"], "T1");
         let flipped = after_success(&p, &outcome(true), "T3");
         assert_eq!(
-            flipped["status"]["conditions"][1]["lastTransitionTime"],
+            flipped["status"]["conditions"][2]["lastTransitionTime"],
             "T3"
         );
         assert_eq!(
-            flipped["status"]["conditions"][0]["lastTransitionTime"],
+            flipped["status"]["conditions"][1]["lastTransitionTime"],
             "T1"
         );
     }
@@ -224,16 +279,92 @@ mod tests {
         });
         let patch = after_failure(&p, &err.into(), "T2");
         let conds = patch["status"]["conditions"].as_array().unwrap();
-        assert_eq!(conds.len(), 2);
-        assert_eq!(conds[0]["status"], "False");
-        assert_eq!(conds[0]["reason"], "Timeout");
-        assert_eq!(conds[0]["message"], "plugin backup: timed out after 2s");
+        assert_eq!(conds.len(), 3);
+        assert_eq!(conds[1]["status"], "False");
+        assert_eq!(conds[1]["reason"], "Timeout");
+        assert_eq!(conds[1]["message"], "plugin backup: timed out after 2s");
         assert_eq!(
-            conds[1]["status"], "True",
+            conds[0]["status"], "True",
+            "Ready is kept as the last successful run left it"
+        );
+        assert_eq!(
+            conds[2]["status"], "True",
             "the plugin's own condition is untouched"
         );
         assert!(patch["status"].get("phase").is_none());
         assert!(patch["status"].get("observedGeneration").is_none());
+    }
+
+    fn report(o: &mut Outcome, plugin: &str, ready: bool, reason: &str, message: &str) {
+        o.conditions.push(Reported {
+            plugin: plugin.into(),
+            item: Condition {
+                kind: READY.into(),
+                status: ready,
+                reason: reason.into(),
+                message: message.into(),
+            },
+        });
+    }
+
+    fn ready_of(patch: &Value) -> Value {
+        let all = patch["status"]["conditions"].as_array().unwrap();
+        let ready: Vec<&Value> = all.iter().filter(|c| c["type"] == READY).collect();
+        assert_eq!(ready.len(), 1, "one Ready, however many plugins report it");
+        ready[0].clone()
+    }
+
+    #[test]
+    fn ready_combines_the_plugins_reports_and_waits_for_every_one() {
+        let none = ready_of(&after_success(&parent(json!([])), &outcome(true), "T"));
+        assert_eq!(
+            (none["status"].as_str(), none["reason"].as_str()),
+            (Some("True"), Some("Reconciled")),
+            "no plugin knows readiness: ready once everything is applied"
+        );
+
+        let mut o = outcome(true);
+        report(&mut o, "storage", true, "Serving", "3/3 replicas ready");
+        report(
+            &mut o,
+            "backup",
+            false,
+            "RestoreFailed",
+            "backup b is missing",
+        );
+        report(&mut o, "upgrade", false, "Upgrading", "rolling to 17.0");
+        let not = ready_of(&after_success(&parent(json!([])), &o, "T"));
+        assert_eq!(not["status"], "False");
+        assert_eq!(not["reason"], "RestoreFailed", "the first plugin not ready");
+        assert_eq!(
+            not["message"],
+            "backup: backup b is missing; upgrade: rolling to 17.0"
+        );
+
+        let mut o = outcome(true);
+        report(&mut o, "storage", true, "Serving", "3/3 replicas ready");
+        report(&mut o, "backup", true, "Restored", "restored from b");
+        let yes = ready_of(&after_success(&parent(json!([])), &o, "T"));
+        assert_eq!(yes["status"], "True");
+        assert_eq!(yes["reason"], "PluginsReady");
+        assert_eq!(
+            yes["message"],
+            "storage: 3/3 replicas ready; backup: restored from b"
+        );
+
+        // A skipped plugin's readiness is unknown: not ready, whatever the others say.
+        o.skipped
+            .push(Error::Plugin(windlass_contract::Error::Timeout {
+                plugin: "chaos".into(),
+                limit: std::time::Duration::from_secs(2),
+            }));
+        let skipped = ready_of(&after_success(&parent(json!([])), &o, "T"));
+        assert_eq!(skipped["status"], "False");
+        assert_eq!(skipped["reason"], "PluginSkipped");
+        assert!(
+            skipped["message"].as_str().unwrap().contains("chaos"),
+            "{skipped}"
+        );
     }
 
     #[test]

@@ -23,6 +23,11 @@ fn a_restore_waits_for_a_ready_replica() {
     let c = out.condition_of("Restored").unwrap();
     assert!(!c.status);
     assert_eq!(c.reason, "WaitingForDatabase");
+    let ready = out.condition_of("Ready").unwrap();
+    assert_eq!(
+        (ready.status, ready.reason.as_str()),
+        (false, "WaitingForDatabase")
+    );
     assert_eq!(out.requeue(), Some(Duration::from_secs(10)));
     // No backups of a database that is not restored yet.
     assert_eq!(
@@ -102,6 +107,17 @@ fn a_failed_restore_keeps_its_job_and_never_reports_ready() {
     assert!(!c.status);
     assert_eq!(c.reason, "RestoreFailed");
     assert!(c.message.contains("backoff limit"), "{}", c.message);
+    assert!(
+        c.message.contains("backup orders-backup-2"),
+        "{}",
+        c.message
+    );
+    let ready = out.condition_of("Ready").unwrap();
+    assert_eq!(
+        (ready.status, ready.reason.as_str()),
+        (false, "RestoreFailed")
+    );
+    assert_eq!(ready.message, c.message);
     assert!(out.events()[0].warning);
     assert!(out.status_fragment().get("restoredFrom").is_none());
     let shown = json!([{"type": "Restored", "status": "False", "reason": "RestoreFailed",

@@ -211,10 +211,16 @@ fn phase_goes_provisioning_initializing_ready() {
     let out = run(Harness::new(db()));
     assert_eq!(out.status_fragment()["phase"], "Provisioning");
     assert!(!out.condition_of("StorageReady").unwrap().status);
+    let ready = |out: &Output| {
+        let c = out.condition_of("Ready").unwrap();
+        (c.status, c.reason.clone())
+    };
+    assert_eq!(ready(&out), (false, "WaitingForReplicas".into()));
 
     let out = run(Harness::new(db()).observed_yaml(STS_READY));
     assert_eq!(out.status_fragment()["phase"], "Initializing");
     assert!(out.condition_of("StorageReady").unwrap().status);
+    assert_eq!(ready(&out), (false, "Initializing".into()));
     assert_eq!(out.status_fragment()["readyReplicas"], 3);
     assert_eq!(
         out.status_fragment()["endpoints"]["readWrite"],
@@ -231,6 +237,7 @@ fn phase_goes_provisioning_initializing_ready() {
     assert_eq!(out.status_fragment()["initialized"], true);
     let c = out.condition_of("Initialized").unwrap();
     assert_eq!((c.status, c.reason.as_str()), (true, "InitJobComplete"));
+    assert_eq!(ready(&out), (true, "Serving".into()));
     assert_eq!(out.requeue(), None);
 }
 
@@ -287,6 +294,11 @@ fn a_failed_init_job_is_reported_and_kept() {
     assert_eq!(out.events()[0].reason, "InitJobFailed");
     assert_eq!(out.status_fragment()["phase"], "Initializing");
     assert!(out.status_fragment().get("initialized").is_none());
+    let ready = out.condition_of("Ready").unwrap();
+    assert_eq!(
+        (ready.status, ready.reason.as_str()),
+        (false, "InitJobFailed")
+    );
 }
 
 #[test]

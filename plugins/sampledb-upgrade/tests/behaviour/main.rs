@@ -105,6 +105,10 @@ fn the_same_version_needs_nothing() {
     assert_eq!(out.status_fragment()["currentVersion"], "16.4");
     assert!(out.status_fragment().get("phase").is_none());
     assert_eq!(reason(&out), (true, "UpToDate"));
+    assert!(
+        out.condition_of("Ready").is_none(),
+        "up to date: nothing to hold Ready for"
+    );
     assert_eq!(out.desired(), &[storage_sts("16.4")]);
 }
 
@@ -114,6 +118,12 @@ fn a_downgrade_is_refused_and_the_image_held() {
     assert_eq!(image(&out), "mirror/sampledb:16.4");
     assert_eq!(reason(&out), (false, "DowngradeRefused"));
     let message = &out.condition_of("Upgrade").unwrap().message;
+    let ready = out.condition_of("Ready").unwrap();
+    assert_eq!(
+        (ready.status, ready.reason.as_str()),
+        (false, "DowngradeRefused")
+    );
+    assert_eq!(&ready.message, message);
     assert!(
         message.contains("spec.version 16.2") && message.contains("16.4"),
         "{message}"
