@@ -7,7 +7,8 @@
 //!   `ready_delay`, `readyReplicas`/`currentRevision`/`updateRevision`, rolling template changes
 //!   one Pod at a time from the highest ordinal.
 //! - Job → one Pod that succeeds after the delay (fails with [`crate::FAIL_ANNOTATION`]), Job
-//!   conditions `Complete` / `Failed`.
+//!   conditions `Complete` / `Failed`. A Pod running the SampleDB image's dump tools writes or
+//!   reads dumps on its backup claim ([`dumps`]): a restore of a backup never written fails.
 //! - CronJob → Jobs on schedule, on a clock sped up by `cron_speedup`.
 //! - Deployment → `readyReplicas`; PVC → `Bound`; Service → a `clusterIP`; VolumeSnapshot →
 //!   `readyToUse` (or `status.error` with the fail annotation).
@@ -24,6 +25,7 @@
 
 mod backend;
 mod cronjob;
+mod dumps;
 mod job;
 mod kubectl;
 pub mod processes;
@@ -64,6 +66,8 @@ pub(crate) struct Sim {
     scheduled: Mutex<HashSet<String>>,
     /// Against a real control plane, when asked: the Pods it runs as processes.
     runner: std::sync::OnceLock<Arc<processes::Runner>>,
+    /// The SampleDB dumps on the backup volumes (see [`dumps`]).
+    dumps: dumps::Volumes,
 }
 
 impl std::fmt::Debug for Sim {
@@ -84,6 +88,7 @@ impl Sim {
             next_ip: AtomicU32::new(10),
             scheduled: Mutex::new(HashSet::new()),
             runner: std::sync::OnceLock::new(),
+            dumps: dumps::Volumes::default(),
         })
     }
 }

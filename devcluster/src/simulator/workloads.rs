@@ -33,6 +33,7 @@ pub(super) fn start_pod(sim: &Arc<Sim>, pod: &Value) {
         .cloned()
         .unwrap_or_default();
     let containers_of_pod = containers.clone();
+    let dump = super::dumps::Command::of_pod(pod);
     let account = pod["spec"]["serviceAccountName"]
         .as_str()
         .unwrap_or("default")
@@ -75,6 +76,17 @@ pub(super) fn start_pod(sim: &Arc<Sim>, pod: &Value) {
                     {"type": "Ready", "status": ready, "lastTransitionTime": now}],
                 "containerStatuses": statuses}})
         };
+        // A dump tool writes or reads its backup volume; a restore of a missing dump fails.
+        if phase == "Succeeded"
+            && let Some(cmd) = &dump
+        {
+            let status = match sim.dumps.run(&ns, cmd) {
+                Ok(()) => pod_status("Succeeded", None),
+                Err(message) => pod_status("Failed", Some(message)),
+            };
+            sim.patch("/pods", &ns, &name, "status", &status);
+            return;
+        }
         // No container runs here: what a Job's Pod does through the API, the simulator does,
         // as the Pod's ServiceAccount; the Pod fails when kubectl would.
         if phase == "Succeeded"

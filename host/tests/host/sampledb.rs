@@ -871,13 +871,19 @@ async fn restore_runs_before_ready_a_failed_snapshot_or_retain_keeps_the_volumes
         s
     };
 
-    // Restore on create: the restore Job completes before Ready; no init Job.
+    // A backup to restore: a database with a backup CronJob (on a schedule that never comes in
+    // the test), and a Job from the CronJob's own template, as `kubectl create job
+    // --from=cronjob/…` makes one. It writes its dump, named after the Job, on the backup claim.
     k.create_db(
-        "restored",
-        spec(json!({"restoreFrom": "orders-backup-29000000"})),
+        "source",
+        spec(json!({"backup": {"schedule": "0 0 1 1 *", "retain": 2}})),
     )
     .await
     .expect("created");
+    // A restore of a backup that was never taken.
+    k.create_db("missing", spec(json!({"restoreFrom": "no-such-backup"})))
+        .await
+        .expect("created");
     // A snapshot that fails, and volumes to retain.
     k.create_db_with(
         "fragile",
@@ -893,12 +899,47 @@ async fn restore_runs_before_ready_a_failed_snapshot_or_retain_keeps_the_volumes
         .await
         .expect("created");
 
+    let cron_spec = eventually("source's backup CronJob", || async {
+        k.get::<CronJob>("source-backup")
+            .await
+            .and_then(|c| c.spec)
+            .map(|s| s.job_template)
+    })
+    .await;
+    let backup: Job = serde_json::from_value(json!({
+        "metadata": {"name": "source-backup-1",
+                     "labels": cron_spec.metadata.as_ref().and_then(|m| m.labels.clone())},
+        "spec": cron_spec.spec,
+    }))
+    .expect("a Job");
+    k.api::<Job>()
+        .create(&PostParams::default(), &backup)
+        .await
+        .expect("the backup Job");
+    eventually("the backup Job complete", || async {
+        let job = k.get::<Job>("source-backup-1").await?;
+        job.status?
+            .conditions?
+            .iter()
+            .any(|c| c.type_ == "Complete" && c.status == "True")
+            .then_some(())
+    })
+    .await;
+
+    // Restore on create: the restore Job completes before Ready; no init Job.
+    k.create_db("restored", spec(json!({"restoreFrom": "source-backup-1"})))
+        .await
+        .expect("created");
     let status = k
         .status_until("restored", "Ready after the restore", |s| {
             s["phase"] == "Ready"
         })
         .await;
-    assert_eq!(status["restoredFrom"], "orders-backup-29000000");
+    assert_eq!(status["restoredFrom"], "source-backup-1");
+    assert_eq!(
+        condition(&status, "Ready").expect("Ready")["status"],
+        "True"
+    );
     timeline.assert_before(
         (
             "the restore Job completing",
@@ -921,6 +962,74 @@ async fn restore_runs_before_ready_a_failed_snapshot_or_retain_keeps_the_volumes
     assert!(
         !timeline.any("Job", "restored-init"),
         "a restored database is not initialised again"
+    );
+    assert!(
+        timeline
+            .first("SampleDB", "restored", |e| {
+                condition(&e.object["status"], "Ready")
+                    .is_some_and(|c| c["status"] == "False" && c["reason"] == "Restoring")
+            })
+            .is_some(),
+        "restored was not Ready while the restore ran"
+    );
+
+    // A backup that is not there: the restore Job fails as the real tool would (the Job
+    // controller retries it twice first on a real control plane), and the database says so,
+    // naming the backup, and is never Ready.
+    let status = k
+        .status_within(
+            Duration::from_secs(150),
+            "missing",
+            "the restore failure reported",
+            |s| condition(s, "Restored").is_some_and(|c| c["reason"] == "RestoreFailed"),
+        )
+        .await;
+    let ready = condition(&status, "Ready").expect("Ready");
+    assert_eq!(
+        (ready["status"].as_str(), ready["reason"].as_str()),
+        (Some("False"), Some("RestoreFailed")),
+        "{ready}"
+    );
+    assert!(
+        ready["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("backup no-such-backup")),
+        "{ready}"
+    );
+    assert_eq!(status["phase"], "Restoring");
+    assert!(status.get("restoredFrom").is_none(), "{status}");
+    assert!(
+        timeline
+            .first("SampleDB", "missing", |e| {
+                e.object["status"]["phase"] == "Ready"
+                    || condition(&e.object["status"], "Ready")
+                        .is_some_and(|c| c["status"] == "True")
+            })
+            .is_none(),
+        "a database whose restore failed was never reported Ready"
+    );
+    let pods = k
+        .api::<Pod>()
+        .list(&ListParams::default().labels("batch.kubernetes.io/job-name=missing-restore"))
+        .await
+        .expect("the restore Job's Pods");
+    let said: Vec<String> = pods
+        .items
+        .iter()
+        .filter_map(|p| {
+            p.status.as_ref()?.container_statuses.as_ref()?[0]
+                .state
+                .as_ref()?
+                .terminated
+                .as_ref()?
+                .message
+                .clone()
+        })
+        .collect();
+    assert!(
+        said.iter()
+            .any(|m| m.contains("/backups/no-such-backup.dump") && m.contains("sampledb-backups")),
+        "the restore Pod says which backup is missing where: {said:?}"
     );
 
     // A failed snapshot keeps everything and says so.
