@@ -499,6 +499,44 @@ async fn a_sampledb_lives_from_create_through_backup_failover_upgrade_to_a_snaps
         );
     }
 
+    // A version the operator does not support (the upgrade plugin's config lists them) is
+    // refused by a condition naming the supported ones, and nothing runs it.
+    k.create_db(
+        "future",
+        json!({"version": "99.0", "replicas": 1, "storage": {"size": "1Gi"}}),
+    )
+    .await
+    .expect("created: the schema allows any version");
+    let status = k
+        .status_until("future", "the version refused", |s| {
+            condition(s, "Upgrade").is_some_and(|c| c["reason"] == "UnsupportedVersion")
+        })
+        .await;
+    let refused = condition(&status, "Upgrade").expect("Upgrade");
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("supported versions: 15.6, 16.2, 16.4, 17.0")),
+        "{refused}"
+    );
+    let ready = condition(&status, "Ready").expect("Ready");
+    assert_eq!(ready["status"], "False", "{ready}");
+    assert!(
+        ready["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("sampledb-upgrade: spec.version 99.0 is not supported")),
+        "Ready names the plugin and why: {ready}"
+    );
+    assert!(
+        k.get::<StatefulSet>("future").await.is_none(),
+        "no StatefulSet runs a version that is not supported"
+    );
+    assert!(status.get("currentVersion").is_none(), "{status}");
+    k.dbs()
+        .delete("future", &DeleteParams::default())
+        .await
+        .expect("delete future");
+
     // Create → Ready with every child.
     k.create_db(
         "orders",

@@ -4,6 +4,10 @@
 //! It runs after the storage plugin and edits the StatefulSet storage put in the desired set.
 //! `status.currentVersion` is its record of the version that runs:
 //!
+//! - with config `supportedVersions` set, a `spec.version` not in it is refused first
+//!   (`UnsupportedVersion`, naming the supported ones): a running database keeps its image; a
+//!   new one gets no StatefulSet (nothing runs an image that is not supported) and no
+//!   `currentVersion` until `spec.version` is one of them;
 //! - absent (a new database): `spec.version` is recorded;
 //! - equal to `spec.version`: nothing to do (`Upgrade` is True, `UpToDate`);
 //! - newer than `spec.version`: a downgrade, refused (`DowngradeRefused`): the StatefulSet's
@@ -57,6 +61,50 @@ struct Config {
     /// The PersistentVolumeClaim the pre-upgrade backup is written to.
     #[serde(default = "default_backup_claim")]
     backup_claim: String,
+    /// The versions this operator can run and upgrade between (one major version at a time);
+    /// when absent, any version.
+    #[serde(default)]
+    supported_versions: Option<Vec<String>>,
+}
+
+impl Config {
+    /// The config, checked: every supported version is a version.
+    fn checked(ctx: &Context) -> Result<Config> {
+        let config: Config = ctx.config()?;
+        if let Some(versions) = &config.supported_versions {
+            if versions.is_empty() {
+                return Err(Error::InvalidConfig(
+                    "supportedVersions: empty; list the versions (like 16.4) or leave it out to allow any"
+                        .into(),
+                ));
+            }
+            if let Some((i, v)) = versions
+                .iter()
+                .enumerate()
+                .find(|(_, v)| parse_version(v).is_none())
+            {
+                return Err(Error::InvalidConfig(format!(
+                    "supportedVersions[{i}]: {v:?} is not a version like 16.4"
+                )));
+            }
+        }
+        Ok(config)
+    }
+
+    /// `version` is not supported: the message saying so, naming the supported ones.
+    fn unsupported(&self, version: &str) -> Option<String> {
+        let supported = self.supported_versions.as_ref()?;
+        if supported
+            .iter()
+            .any(|v| compare_versions(v, version) == Some(std::cmp::Ordering::Equal))
+        {
+            return None;
+        }
+        Some(format!(
+            "spec.version {version} is not supported by this operator; supported versions: {}",
+            supported.join(", ")
+        ))
+    }
 }
 
 fn default_backup_claim() -> String {
@@ -93,7 +141,7 @@ impl Plugin for Upgrade {
 /// Decides the running version and the step of an upgrade.
 fn run(ctx: &Context) -> Result<Output> {
     let spec: SampleDbSpec = ctx.spec()?;
-    let config: Config = ctx.config()?;
+    let config = Config::checked(ctx)?;
     let target = spec.version.as_str();
     let Some(target_parts) = parse_version(target) else {
         return Err(Error::InvalidParent(format!(
@@ -101,7 +149,18 @@ fn run(ctx: &Context) -> Result<Output> {
         )));
     };
     let mut out = ctx.output();
-    let Some(current) = ctx.status("/currentVersion").and_then(Value::as_str) else {
+    let current = ctx.status("/currentVersion").and_then(Value::as_str);
+    // An upgrade whose migration has started is finished whatever spec.version says (below).
+    let migrating = current.is_some()
+        && ctx
+            .status("/upgradingTo")
+            .and_then(Value::as_str)
+            .is_some_and(|v| Some(v) != current);
+    if !migrating && let Some(why) = config.unsupported(target) {
+        refuse_unsupported(ctx, &mut out, current, why);
+        return Ok(out);
+    }
+    let Some(current) = current else {
         out.status("currentVersion", target);
         out.condition(CONDITION, true, "UpToDate", format!("running {target}"));
         return Ok(out);
@@ -173,6 +232,40 @@ fn run(ctx: &Context) -> Result<Output> {
         _ => upgrade(ctx, &spec, &config, current, target, &mut out)?,
     }
     Ok(out)
+}
+
+/// Refuses a `spec.version` the config does not support: a running database keeps its version
+/// (as recorded, or as its StatefulSet runs); a new one gets no StatefulSet.
+fn refuse_unsupported(ctx: &Context, out: &mut Output, current: Option<&str>, why: String) {
+    let name = ctx.name();
+    let running = current.map(str::to_string).or_else(|| {
+        let sts = ctx.observed_named::<StatefulSet>(&names::statefulset(name))?;
+        let image = sts
+            .spec?
+            .template
+            .spec?
+            .containers
+            .into_iter()
+            .find(|c| c.name == CONTAINER)?
+            .image?;
+        let tag = image.rsplit_once(':')?.1.to_string();
+        parse_version(&tag).map(|_| tag)
+    });
+    let message = match &running {
+        Some(running) => {
+            if let Some(current) = current {
+                out.status("currentVersion", current);
+            }
+            hold_image(out, name, running);
+            format!("{why}; the database keeps running {running}")
+        }
+        None => {
+            out.remove("apps/v1/StatefulSet", &names::statefulset(name));
+            format!("{why}; no database Pod runs until spec.version is one of them")
+        }
+    };
+    out.condition(CONDITION, false, "UnsupportedVersion", message.clone());
+    out.warning("UnsupportedVersion", message);
 }
 
 /// Keeps the running version and says why.

@@ -424,3 +424,80 @@ fn backup_and_migration_pods_run_as_non_root_without_privileges_or_a_token() {
         assert_restricted(&out.find("batch/v1/Job", job).unwrap()["spec"]["template"]["spec"]);
     }
 }
+
+fn supported(h: Harness) -> Harness {
+    h.config(json!({"supportedVersions": ["16.4", "17.0"]}))
+}
+
+#[test]
+fn a_version_not_supported_is_refused_naming_the_supported_ones() {
+    // A running database asked for 99.0 keeps running 16.4, and no upgrade starts.
+    let out = run(supported(harness("99.0", "")));
+    assert_eq!(reason(&out), (false, "UnsupportedVersion"));
+    let message = &out.condition_of("Upgrade").unwrap().message;
+    assert!(
+        message.contains("spec.version 99.0")
+            && message.contains("supported versions: 16.4, 17.0")
+            && message.contains("keeps running 16.4"),
+        "{message}"
+    );
+    assert_eq!(image(&out), "mirror/sampledb:16.4");
+    assert!(jobs(&out).is_empty());
+    assert_eq!(out.status_fragment()["currentVersion"], "16.4");
+    let ready = out.condition_of("Ready").unwrap();
+    assert_eq!(
+        (ready.status, ready.reason.as_str()),
+        (false, "UnsupportedVersion")
+    );
+    assert!(out.events()[0].warning);
+
+    // A new database on 99.0: no StatefulSet, so no Pod runs an image that is not supported,
+    // and no version recorded.
+    let new = supported(harness("99.0", "")).with_parent(|p| p["status"] = json!({}));
+    let out = run(new);
+    assert_eq!(reason(&out), (false, "UnsupportedVersion"));
+    assert!(out.find("apps/v1/StatefulSet", "orders").is_none());
+    assert!(out.status_fragment().get("currentVersion").is_none());
+
+    // A supported one goes on as before: the upgrade starts with its backup.
+    let out = run(supported(harness("17.0", "")));
+    assert_eq!(jobs(&out), ["orders-pre-upgrade-17-0"]);
+    // Without the config, any version.
+    let out = run(harness("16.9", ""));
+    assert_ne!(reason(&out).1, "UnsupportedVersion");
+}
+
+#[test]
+fn an_upgrade_under_way_is_finished_even_if_its_target_is_no_longer_supported() {
+    let out = run(recorded(
+        "17.0",
+        &job("orders-pre-upgrade-17-0", JobState::Complete(AT)),
+    )
+    .config(json!({"supportedVersions": ["16.4"]})));
+    assert_ne!(reason(&out).1, "UnsupportedVersion");
+    assert!(
+        jobs(&out).contains(&"orders-upgrade-17-0"),
+        "{:?}",
+        jobs(&out)
+    );
+}
+
+#[test]
+fn supported_versions_must_be_versions() {
+    for (config, field) in [
+        (json!({"supportedVersions": []}), "supportedVersions: empty"),
+        (
+            json!({"supportedVersions": ["16.4", "latest"]}),
+            "supportedVersions[1]: \"latest\"",
+        ),
+    ] {
+        let err = harness("16.4", "")
+            .config(config)
+            .run::<Upgrade>()
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidConfig(m) if m.starts_with(field)),
+            "{err:?}"
+        );
+    }
+}
