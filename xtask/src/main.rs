@@ -89,11 +89,43 @@ fn main() -> Result<()> {
     }
 }
 
+/// The checkout this run works in, found when it runs: `cargo run` names xtask's directory in
+/// `CARGO_MANIFEST_DIR` (whatever checkout it was built in), or else the workspace above the
+/// current directory. Never the path baked in at compile time alone: a checkout copied with its
+/// target directory reuses the binary, which would build and run in the original checkout.
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives in the workspace root")
-        .to_path_buf()
+    static ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    ROOT.get_or_init(|| {
+        let from_cargo = std::env::var_os("CARGO_MANIFEST_DIR")
+            .map(PathBuf::from)
+            .and_then(|xtask| xtask.parent().map(Path::to_path_buf));
+        from_cargo
+            .filter(|dir| is_checkout(dir))
+            .or_else(|| {
+                let here = std::env::current_dir().ok()?;
+                workspace_above(&here)
+            })
+            .unwrap_or_else(|| {
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .parent()
+                    .expect("xtask lives in the workspace root")
+                    .to_path_buf()
+            })
+    })
+    .clone()
+}
+
+/// A Windlass checkout: a workspace manifest with xtask beside it.
+fn is_checkout(dir: &Path) -> bool {
+    dir.join("xtask/Cargo.toml").is_file()
+        && std::fs::read_to_string(dir.join("Cargo.toml")).is_ok_and(|m| m.contains("[workspace]"))
+}
+
+/// The nearest checkout at or above `dir`.
+fn workspace_above(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|d| is_checkout(d))
+        .map(Path::to_path_buf)
 }
 
 fn run(cmd: &mut Command) -> Result<()> {
@@ -904,6 +936,47 @@ fn disk_report() {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_checkout_is_found_where_the_run_is_not_where_xtask_was_built() {
+        let dir = std::env::temp_dir().join(format!("xtask-root-{}", std::process::id()));
+        let copy = Copy(dir);
+        let sub = copy.path().join("plugins/sampledb-storage");
+        std::fs::create_dir_all(&sub).expect("dirs");
+        std::fs::create_dir_all(copy.path().join("xtask")).expect("xtask dir");
+        std::fs::write(copy.path().join("xtask/Cargo.toml"), "[package]\n").expect("write");
+        std::fs::write(
+            copy.path().join("plugins/sampledb-storage/Cargo.toml"),
+            "[package]\n",
+        )
+        .expect("write");
+        assert_eq!(
+            super::workspace_above(&sub),
+            None,
+            "no workspace manifest yet"
+        );
+        std::fs::write(copy.path().join("Cargo.toml"), "[workspace]\n").expect("write");
+        assert_eq!(
+            super::workspace_above(&sub).as_deref(),
+            Some(copy.path()),
+            "the copy, from a directory inside it"
+        );
+        // This run's own checkout, as `cargo test` names it (not a compile-time path).
+        assert!(super::is_checkout(&super::root()));
+    }
+
+    /// A directory removed when the test ends.
+    struct Copy(std::path::PathBuf);
+    impl Copy {
+        fn path(&self) -> &std::path::Path {
+            &self.0
+        }
+    }
+    impl Drop for Copy {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
     use super::{ran_test, run_counting};
     use std::process::Command;
 
