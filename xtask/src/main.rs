@@ -252,8 +252,13 @@ fn render(extra: &[&str]) -> Result<()> {
 }
 
 fn dev(extra: &[&str]) -> Result<()> {
+    eprintln!(
+        "building the plugins, then the host: the first build takes minutes (cargo shows its progress)"
+    );
     plugins()?;
-    let mut args = vec!["run", "--quiet", "-p", "windlass", "--", "dev"];
+    // Not --quiet: on a first run the host compiles for minutes, and cargo's progress bar is
+    // the only sign that something happens.
+    let mut args = vec!["run", "-p", "windlass", "--", "dev"];
     args.extend(extra);
     cargo(&args)
 }
