@@ -135,6 +135,9 @@ pub async fn start_on(client: Client, config: DevConfig) -> Result<Dev> {
     install(None, client, config).await
 }
 
+/// How long the operator's aborted tasks get to finish before the devcluster stops.
+const SETTLE: Duration = Duration::from_millis(200);
+
 /// How long a new CRD may take to be served.
 const CRD_ESTABLISHED_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -441,6 +444,10 @@ impl Dev {
         let _ = self.stop.send(true);
         let _ = self.task.await;
         if let Some(cluster) = self.cluster {
+            // The operator's tasks are aborted; their cancellation runs on the workers a moment
+            // later. Stopping the devcluster first would let a watch still being polled see the
+            // server go, retry and log it.
+            tokio::time::sleep(SETTLE).await;
             cluster.shutdown().await;
         }
     }

@@ -84,7 +84,8 @@ pub async fn start(
     let task = {
         let health = health.clone();
         tokio::spawn(async move {
-            lead(shared, health, leading, shutdown).await;
+            lead(shared.clone(), health, leading, shutdown).await;
+            shared.stop();
             // The controllers have stopped and the election's receiver is gone: it frees the
             // Lease, so that a standby takes over at once (bounded: the API may be away).
             if let Some(campaign) = campaign {

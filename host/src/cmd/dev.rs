@@ -141,6 +141,8 @@ pub async fn run(global: &Global, args: Args) -> Result<()> {
     result?;
     if args.exit_when_reconciled {
         println!("every example parent is reconciled");
+    } else {
+        println!("stopped");
     }
     Ok(())
 }

@@ -139,6 +139,7 @@ pub async fn run(global: &Global, args: Args) -> Result<()> {
     tracing::info!("stopping");
     let _ = stop.send(true);
     let _ = task.await;
+    tracing::info!("stopped");
     Ok(())
 }
 

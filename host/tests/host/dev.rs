@@ -42,6 +42,72 @@ fn windlass_dev_reconciles_the_example_sampledb_on_the_embedded_devcluster() {
     );
 }
 
+/// Ctrl-C stops `windlass dev` cleanly: "stopped", exit 0, and no warning or error on the way
+/// out (the operator's watches are stopped before the devcluster they watch).
+#[test]
+fn ctrl_c_stops_it_with_no_noise() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    use std::sync::{Arc, Mutex};
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_windlass"))
+        .args(["dev", "--admin-addr", "127.0.0.1:0", "--port", "0"])
+        .arg("--kubeconfig-out")
+        .arg(dir.path().join("kubeconfig"))
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("windlass dev starts");
+    let log = Arc::new(Mutex::new(Vec::<String>::new()));
+    let stderr = child.stderr.take().unwrap();
+    let reader = {
+        let log = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                log.lock().unwrap().push(line);
+            }
+        })
+    };
+    let started = std::time::Instant::now();
+    // Running: every plugin served, and a parent reconciled (watches open and in use).
+    loop {
+        let lines = log.lock().unwrap().clone();
+        if lines.iter().any(|l| l.contains("reconciling object")) {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "windlass dev never reconciled:\n{}",
+            lines.join("\n")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let before = log.lock().unwrap().len();
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(sent.success());
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).unwrap();
+    let status = child.wait().expect("windlass dev exits");
+    reader.join().unwrap();
+    assert!(status.success(), "{status}\n{stdout}");
+    assert_eq!(stdout.lines().last(), Some("stopped"), "{stdout}");
+    let after: Vec<String> = log.lock().unwrap()[before..].to_vec();
+    let noisy: Vec<&String> = after
+        .iter()
+        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+        .collect();
+    assert!(
+        noisy.is_empty(),
+        "noise on the way out:\n{}",
+        after.join("\n")
+    );
+}
+
 /// A port in use is named in the error, with the flag that picks another — for the devcluster's
 /// port and for the admin endpoints' — and nothing starts.
 #[test]

@@ -39,11 +39,12 @@ use crate::crd::ParentKind;
 /// Keeps one controller running per parent kind with a pipeline, until aborted.
 pub async fn run(shared: Arc<Shared>) {
     let mut changes = shared.registry.subscribe();
-    // Aborted on drop, so that this task being aborted (the lease lost, shutdown) stops every controller.
-    let mut running: HashMap<String, (BTreeSet<String>, AbortOnDropHandle<()>)> = HashMap::new();
+    // Aborted on drop, so that this task being aborted (the lease lost, shutdown) stops every
+    // controller and every watch feeding one, all in the same step.
+    let mut running: HashMap<String, (BTreeSet<String>, Running)> = HashMap::new();
     loop {
         let wanted = shared.registry.kinds();
-        running.retain(|kind, (observed, task)| {
+        running.retain(|kind, (observed, Running { task, .. })| {
             let keep = wanted
                 .get(kind)
                 .is_some_and(|plan| plan.observed == *observed)
@@ -62,12 +63,9 @@ pub async fn run(shared: Arc<Shared>) {
                 continue;
             }
             match start(shared.clone(), plan.parent.clone(), &plan.observed).await {
-                Ok(task) => {
+                Ok(started) => {
                     tracing::info!(kind, observed = ?plan.observed, "started the controller of this kind");
-                    running.insert(
-                        kind.clone(),
-                        (plan.observed.clone(), AbortOnDropHandle::new(task)),
-                    );
+                    running.insert(kind.clone(), (plan.observed.clone(), started));
                 }
                 Err(e) => {
                     tracing::warn!(kind, error = %e, "cannot start the controller of this kind yet");
@@ -86,13 +84,22 @@ pub async fn run(shared: Arc<Shared>) {
 /// A watch feeding a controller: its events as triggers, and the task draining the watch.
 type Triggers = futures::stream::BoxStream<'static, Result<DynamicObject, watcher::Error>>;
 
+/// A running controller of one kind, and the tasks draining its watches: dropped, all are
+/// aborted at once. (Were the watches owned by the controller's task, they would be aborted
+/// only once that task's cancellation ran: a moment in which a host stopping with its API
+/// server, as `windlass dev` does, saw each watch fail and retry and logged it.)
+struct Running {
+    task: AbortOnDropHandle<()>,
+    _feeders: Vec<AbortOnDropHandle<()>>,
+}
+
 /// Starts the controller of one parent kind: a cache per observed kind, the parents' watch,
-/// and the controller over them, all stopped together when the returned task is aborted.
+/// and the controller over them, all stopped together when the returned [`Running`] goes.
 async fn start(
     shared: Arc<Shared>,
     parent: ParentKind,
     observed: &BTreeSet<String>,
-) -> Result<tokio::task::JoinHandle<()>, DiscoveryError> {
+) -> Result<Running, DiscoveryError> {
     let key = parent.key();
     let (resource, namespaced) = shared.discovery.resolve(&key).await?;
     let queue = Arc::new(Queue::new(
@@ -152,9 +159,7 @@ async fn start(
         );
     }
     let caches: Vec<_> = ctx.caches.iter().map(|c| c.store.clone()).collect();
-    Ok(tokio::spawn(async move {
-        // Stopping the controller (aborting this task) stops its caches too.
-        let _feeders = feeders;
+    let task = tokio::spawn(async move {
         wait_for_caches(&caches).await;
         controller
             .run(parent::reconcile, parent::error_policy, ctx)
@@ -164,7 +169,11 @@ async fn start(
                 }
             })
             .await;
-    }))
+    });
+    Ok(Running {
+        task: AbortOnDropHandle::new(task),
+        _feeders: feeders,
+    })
 }
 
 /// The cache of one observed kind (objects carrying a parent uid label), with its child index.

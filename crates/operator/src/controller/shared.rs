@@ -137,6 +137,15 @@ impl Shared {
         })
     }
 
+    /// Stops what runs beside the controllers (the traffic watches) when the host stops: the
+    /// last reference to `Shared` may go a moment after, and a watch of a server already gone
+    /// would log its errors meanwhile.
+    pub fn stop(&self) {
+        if let Some(traffic) = self.traffic.get() {
+            traffic.stop();
+        }
+    }
+
     /// The traffic check's index, started (and listed once) on first use. After a failed start
     /// the next try waits `TRAFFIC_RETRY`; meanwhile this fails at once (the check lists).
     pub async fn traffic(&self) -> Result<&Traffic, String> {

@@ -61,7 +61,16 @@ const READY_WITHIN: Duration = Duration::from_secs(10);
 pub struct Traffic {
     services: Arc<Index>,
     policies: Arc<Index>,
-    _tasks: [AbortOnDropHandle<()>; 2],
+    tasks: [AbortOnDropHandle<()>; 2],
+}
+
+impl Traffic {
+    /// Stops both watches (the host stops): `Shared` may outlive the controllers a moment.
+    pub fn stop(&self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
 }
 
 impl std::fmt::Debug for Traffic {
@@ -396,7 +405,7 @@ impl Traffic {
         Ok(Traffic {
             services,
             policies,
-            _tasks: tasks,
+            tasks,
         })
     }
 
