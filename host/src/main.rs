@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod cmd;
 
@@ -39,6 +39,12 @@ enum Command {
     /// Print what was built: the version, the commit, the wasmtime version linked and the WIT
     /// packages served.
     Version,
+    /// Print a completion script for a shell: `source <(windlass completions bash)`, or write it
+    /// where the shell loads completions (see the README).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
 }
 
 fn main() -> ExitCode {
@@ -54,6 +60,15 @@ fn main() -> ExitCode {
         Command::Plugin(command) => cmd::plugin::run(&cli.global, command),
         Command::Probe(args) => cmd::block_on(cmd::probe::run(args)),
         Command::Version => cmd::version::run(),
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "windlass",
+                &mut std::io::stdout(),
+            );
+            Ok(())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

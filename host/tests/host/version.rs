@@ -45,3 +45,62 @@ fn windlass_version_names_the_commit_the_wasmtime_and_the_wit_it_was_built_with(
         ]
     );
 }
+
+/// `windlass completions bash`, sourced by bash, completes subcommands and their flags.
+#[test]
+fn the_bash_completion_completes_subcommands_and_flags() {
+    let script = Command::new(env!("CARGO_BIN_EXE_windlass"))
+        .args(["completions", "bash"])
+        .output()
+        .expect("windlass completions runs");
+    assert!(script.status.success());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("windlass.bash");
+    std::fs::write(&file, &script.stdout).unwrap();
+    // What bash does on Tab: the words so far, the one being completed, then COMPREPLY.
+    let complete = |words: &[&str]| {
+        let program = format!(
+            "source {}; COMP_WORDS=({}); COMP_CWORD={}; _windlass windlass '{}' '{}'; echo \"${{COMPREPLY[@]}}\"",
+            file.display(),
+            words.join(" "),
+            words.len() - 1,
+            words[words.len() - 1],
+            words[words.len() - 2],
+        );
+        let out = Command::new("bash")
+            .args(["-c", &program])
+            .output()
+            .expect("bash runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(complete(&["windlass", "d"]), "dev");
+    assert_eq!(complete(&["windlass", "run", "--admin-a"]), "--admin-addr");
+    let plugin = complete(&["windlass", "plugin", ""]);
+    assert!(plugin.contains("test"), "{plugin}");
+    // Every shell clap knows: a script, or a clear refusal naming the ones there are.
+    for shell in ["zsh", "fish", "elvish", "powershell"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_windlass"))
+            .args(["completions", shell])
+            .output()
+            .expect("windlass completions runs");
+        assert!(
+            out.status.success() && out.stdout.len() > 100,
+            "{shell}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_windlass"))
+        .args(["completions", "tcsh"])
+        .output()
+        .expect("windlass completions runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("bash, elvish, fish, powershell, zsh"),
+        "{stderr}"
+    );
+}
