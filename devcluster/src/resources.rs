@@ -178,6 +178,14 @@ fn col(name: &str, type_: &str, path: &str) -> PrinterColumn {
     }
 }
 
+/// A column shown only with `-o wide`.
+fn wide(name: &str, path: &str) -> PrinterColumn {
+    PrinterColumn {
+        priority: 1,
+        ..col(name, "string", path)
+    }
+}
+
 /// The built-in kinds: what the issue lists, with the real server's short names and scopes.
 pub fn builtins() -> Vec<ResourceType> {
     let mut all = vec![
@@ -402,17 +410,28 @@ pub fn builtins() -> Vec<ResourceType> {
     ];
     for rt in &mut all {
         let cols: Vec<PrinterColumn> = match rt.plural.as_str() {
+            // As kube-apiserver's printers: the wide (`-o wide`) columns after AGE.
             "pods" => vec![
                 col("Ready", "string", ".status.containerStatuses"),
                 col("Status", "string", ".status.phase"),
+                col("Restarts", "string", RESTARTS),
+                wide("IP", POD_IP),
+                wide("Node", NODE),
+                wide("Nominated Node", NOMINATED_NODE),
+                wide("Readiness Gates", READINESS_GATES),
             ],
             "statefulsets" => vec![
-                col("Ready", "integer", ".status.readyReplicas"),
-                col("Replicas", "integer", ".spec.replicas"),
+                col("Ready", "string", READY_OF),
+                wide("Containers", CONTAINERS),
+                wide("Images", IMAGES),
             ],
             "deployments" => vec![
-                col("Ready", "integer", ".status.readyReplicas"),
-                col("Replicas", "integer", ".spec.replicas"),
+                col("Ready", "string", READY_OF),
+                col("Up-to-date", "integer", ".status.updatedReplicas"),
+                col("Available", "integer", ".status.availableReplicas"),
+                wide("Containers", CONTAINERS),
+                wide("Images", IMAGES),
+                wide("Selector", SELECTOR),
             ],
             "persistentvolumeclaims" => vec![
                 col("Status", "string", ".status.phase"),
@@ -483,6 +502,24 @@ pub const LAST_SEEN: &str = "<computed>.event.lastSeen";
 pub const INVOLVED_OBJECT: &str = "<computed>.event.object";
 /// See [`EXTERNAL_IPS`].
 pub const ACCESS_MODES: &str = "<computed>.pvc.accessModes";
+/// See [`EXTERNAL_IPS`]: a Pod's restarts (the sum of its containers').
+pub const RESTARTS: &str = "<computed>.pod.restarts";
+/// See [`EXTERNAL_IPS`]: `ready/desired` of a StatefulSet or Deployment.
+pub const READY_OF: &str = "<computed>.workload.ready";
+/// See [`EXTERNAL_IPS`]: a workload's container names, comma-separated.
+pub const CONTAINERS: &str = "<computed>.workload.containers";
+/// See [`EXTERNAL_IPS`]: a workload's container images, comma-separated.
+pub const IMAGES: &str = "<computed>.workload.images";
+/// See [`EXTERNAL_IPS`]: a workload's selector as `k=v,…`.
+pub const SELECTOR: &str = "<computed>.workload.selector";
+/// See [`EXTERNAL_IPS`]: a Pod's IP, node, nominated node and readiness gates, or `<none>`.
+pub const POD_IP: &str = "<computed>.pod.ip";
+/// See [`POD_IP`].
+pub const NODE: &str = "<computed>.pod.node";
+/// See [`POD_IP`].
+pub const NOMINATED_NODE: &str = "<computed>.pod.nominatedNode";
+/// See [`POD_IP`].
+pub const READINESS_GATES: &str = "<computed>.pod.readinessGates";
 
 /// The field labels the real server accepts in field selectors for a built-in kind, besides
 /// `metadata.name` and `metadata.namespace` (Kubernetes' per-kind field label conversions).

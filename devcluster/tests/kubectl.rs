@@ -883,3 +883,148 @@ async fn logs_say_the_devcluster_runs_no_containers() {
     );
     k.shutdown().await;
 }
+
+/// `kubectl get` of Pods, StatefulSets and Deployments shows the real server's columns, in its
+/// order (the wide ones after AGE), READY as `ready/desired`; and every namespace has its
+/// `default` ServiceAccount, as kube-controller-manager makes. On both servers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_shows_the_workload_columns_and_namespaces_have_a_default_service_account() {
+    let k = Kubectl::start().await;
+    // The default ServiceAccount: the real controller makes it a moment after the namespace.
+    let mut tries = 0;
+    loop {
+        let out = k
+            .run(&["get", "serviceaccount", "default", "-o", "name"])
+            .await;
+        if out.status.success() {
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout).trim(),
+                "serviceaccount/default"
+            );
+            break;
+        }
+        tries += 1;
+        assert!(tries < 60, "no default ServiceAccount: {}", stderr(&out));
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    k.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: fidelity-new\n",
+    )
+    .await;
+    let mut tries = 0;
+    while !k
+        .run(&["get", "serviceaccount", "default", "-n", "fidelity-new"])
+        .await
+        .status
+        .success()
+    {
+        tries += 1;
+        assert!(tries < 60, "a new namespace got no default ServiceAccount");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+
+    let template = "  template:\n    metadata:\n      labels: {app: fidelity}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.27\n      - name: side\n        image: busybox:1.36\n";
+    k.ok_stdin(
+        &["apply", "-f", "-"],
+        &format!(
+            "apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: fidelity-db\nspec:\n  serviceName: fidelity-db\n  replicas: 2\n  selector:\n    matchLabels: {{app: fidelity}}\n{template}---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: fidelity-web\nspec:\n  replicas: 2\n  selector:\n    matchLabels: {{app: fidelity}}\n{template}---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: fidelity-pod\nspec:\n  containers:\n  - name: web\n    image: nginx:1.27\n"
+        ),
+    )
+    .await;
+    let columns = |out: &str| -> Vec<String> {
+        // Headers are separated by two or more spaces; a header may hold one ("NOMINATED NODE").
+        out.lines()
+            .next()
+            .unwrap_or_default()
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let cells = |out: &str, name: &str| -> Vec<String> {
+        out.lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    let pods = k.ok(&["get", "pod", "fidelity-pod"]).await;
+    assert_eq!(
+        columns(&pods),
+        ["NAME", "READY", "STATUS", "RESTARTS", "AGE"],
+        "{pods}"
+    );
+    let row = cells(&pods, "fidelity-pod");
+    assert!(row[1].ends_with("/1") && row[3] == "0", "{pods}");
+    let wide = k.ok(&["get", "pod", "fidelity-pod", "-o", "wide"]).await;
+    assert_eq!(
+        columns(&wide),
+        [
+            "NAME",
+            "READY",
+            "STATUS",
+            "RESTARTS",
+            "AGE",
+            "IP",
+            "NODE",
+            "NOMINATED NODE",
+            "READINESS GATES"
+        ],
+        "{wide}"
+    );
+    assert_eq!(
+        cells(&wide, "fidelity-pod").last().map(String::as_str),
+        Some("<none>"),
+        "{wide}"
+    );
+
+    let sts = k.ok(&["get", "statefulset", "fidelity-db"]).await;
+    assert_eq!(columns(&sts), ["NAME", "READY", "AGE"], "{sts}");
+    let ready = &cells(&sts, "fidelity-db")[1];
+    assert!(ready.ends_with("/2"), "READY is ready/desired: {sts}");
+    let wide = k
+        .ok(&["get", "statefulset", "fidelity-db", "-o", "wide"])
+        .await;
+    assert_eq!(
+        columns(&wide),
+        ["NAME", "READY", "AGE", "CONTAINERS", "IMAGES"],
+        "{wide}"
+    );
+    assert!(
+        wide.contains("web,side") && wide.contains("nginx:1.27,busybox:1.36"),
+        "{wide}"
+    );
+
+    let deploy = k.ok(&["get", "deployment", "fidelity-web"]).await;
+    assert_eq!(
+        columns(&deploy),
+        ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
+        "{deploy}"
+    );
+    assert!(
+        cells(&deploy, "fidelity-web")[1].ends_with("/2"),
+        "{deploy}"
+    );
+    let wide = k
+        .ok(&["get", "deployment", "fidelity-web", "-o", "wide"])
+        .await;
+    assert_eq!(
+        columns(&wide),
+        [
+            "NAME",
+            "READY",
+            "UP-TO-DATE",
+            "AVAILABLE",
+            "AGE",
+            "CONTAINERS",
+            "IMAGES",
+            "SELECTOR"
+        ],
+        "{wide}"
+    );
+    assert!(wide.contains("app=fidelity"), "{wide}");
+    k.shutdown().await;
+}

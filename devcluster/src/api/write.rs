@@ -140,8 +140,27 @@ impl Cluster {
         let stored = stored.ok_or_else(|| ApiError::internal("create stored nothing"))?;
         if !opts.dry_run {
             self.after_write(rt, &stored);
+            if rt.builtin && rt.kind == "Namespace" {
+                self.default_service_account(&name);
+            }
         }
         Ok(stored)
+    }
+
+    /// What kube-controller-manager's ServiceAccount controller does for a new namespace: its
+    /// `default` ServiceAccount (the one Pods run as when they name none).
+    fn default_service_account(&self, ns: &str) {
+        let Some(rt) = self.registry.find("", "v1", "serviceaccounts") else {
+            return;
+        };
+        let account = serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "default", "namespace": ns}});
+        let opts = WriteOpts {
+            field_manager: "devcluster".into(),
+            ..WriteOpts::default()
+        };
+        // Already there (made before its namespace was) is fine, as for the real controller.
+        let _ = self.create(&rt, "v1", Some(ns), account, &opts);
     }
 
     /// Finishes an update of `cur` into `new` (the common part of update, patch and status):

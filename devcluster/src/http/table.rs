@@ -2,8 +2,9 @@
 //! columns (a CRD's additionalPrinterColumns), and AGE where the kind has no columns of its own.
 
 use crate::resources::{
-    ACCESS_MODES, EXTERNAL_IPS, INVOLVED_OBJECT, LAST_SEEN, PORTS, PrinterColumn, ResourceType,
-    View,
+    ACCESS_MODES, CONTAINERS, EXTERNAL_IPS, IMAGES, INVOLVED_OBJECT, LAST_SEEN, NODE,
+    NOMINATED_NODE, POD_IP, PORTS, PrinterColumn, READINESS_GATES, READY_OF, RESTARTS,
+    ResourceType, SELECTOR, View,
 };
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -33,13 +34,21 @@ fn columns(rt: &ResourceType) -> Vec<PrinterColumn> {
             description: String::new(),
         });
     } else if rt.builtin || cols.is_empty() {
-        cols.push(PrinterColumn {
-            name: "Age".into(),
-            type_: "date".into(),
-            json_path: ".metadata.creationTimestamp".into(),
-            priority: 0,
-            description: String::new(),
-        });
+        // AGE after the default columns, before the wide ones, as the real server's tables.
+        let at = cols
+            .iter()
+            .position(|c| c.priority > 0)
+            .unwrap_or(cols.len());
+        cols.insert(
+            at,
+            PrinterColumn {
+                name: "Age".into(),
+                type_: "date".into(),
+                json_path: ".metadata.creationTimestamp".into(),
+                priority: 0,
+                description: String::new(),
+            },
+        );
     }
     cols
 }
@@ -166,6 +175,73 @@ fn computed(path: &str, obj: &Value) -> Option<Value> {
             .find_map(Value::as_str)
             .unwrap_or_default();
             age(seen)
+        }
+        RESTARTS => obj["status"]["containerStatuses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s["restartCount"].as_i64())
+            .sum::<i64>()
+            .to_string(),
+        READY_OF => format!(
+            "{}/{}",
+            obj["status"]["readyReplicas"].as_i64().unwrap_or(0),
+            obj["spec"]["replicas"].as_i64().unwrap_or(1)
+        ),
+        CONTAINERS | IMAGES => {
+            let field = if path == CONTAINERS { "name" } else { "image" };
+            obj["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c[field].as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        }
+        SELECTOR => {
+            let labels: Vec<String> = obj["spec"]["selector"]["matchLabels"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                .collect();
+            if labels.is_empty() {
+                "<none>".into()
+            } else {
+                labels.join(",")
+            }
+        }
+        POD_IP | NODE | NOMINATED_NODE => {
+            let v = match path {
+                POD_IP => &obj["status"]["podIP"],
+                NODE => &obj["spec"]["nodeName"],
+                _ => &obj["status"]["nominatedNodeName"],
+            };
+            v.as_str()
+                .filter(|s| !s.is_empty())
+                .unwrap_or("<none>")
+                .to_string()
+        }
+        READINESS_GATES => {
+            let gates = obj["spec"]["readinessGates"].as_array().map_or(0, Vec::len);
+            if gates == 0 {
+                "<none>".into()
+            } else {
+                let met = obj["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|c| {
+                        c["status"] == "True"
+                            && obj["spec"]["readinessGates"]
+                                .as_array()
+                                .into_iter()
+                                .flatten()
+                                .any(|g| g["conditionType"] == c["type"])
+                    })
+                    .count();
+                format!("{met}/{gates}")
+            }
         }
         INVOLVED_OBJECT => {
             let o = &obj["involvedObject"];
