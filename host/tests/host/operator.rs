@@ -174,6 +174,47 @@ async fn a_pipeline_missing_a_wasm_plugin_prunes_nothing_until_it_serves() {
     assert_eq!(children[0].name_any(), "t1-a");
 }
 
+/// A kind whose only WasmPlugin cannot serve (here: its ConfigMap does not exist) still gets
+/// its controller: each parent says which plugin it waits for, by condition and Warning event,
+/// instead of showing nothing. Once the plugin serves, the parent is reconciled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_with_no_serving_plugin_tells_its_parents_why() {
+    let mut env = Env::start().await;
+    env.run_operator().await;
+    env.put_wasm_plugin(
+        "lonely",
+        ("example.com/v1", "Thing"),
+        "no-such-config-map",
+        json!({"order": 10}),
+    )
+    .await;
+    env.create_thing("t1", json!({"names": ["a"], "value": "one"}))
+        .await;
+    let status = env
+        .thing_condition("t1", "Reconciled", "PluginsNotServing")
+        .await;
+    assert_eq!(status["status"], "False");
+    assert!(
+        status["message"].as_str().unwrap_or("").contains("lonely"),
+        "{status}"
+    );
+    let events: Api<Event> = Api::namespaced(env.client.clone(), "shop");
+    eventually("a Warning event naming the plugin", || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items
+            .iter()
+            .any(|e| {
+                e.type_.as_deref() == Some("Warning")
+                    && e.reason.as_deref() == Some("PluginsNotServing")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("t1")
+                    && e.note.as_deref().is_some_and(|n| n.contains("lonely"))
+            })
+            .then_some(())
+    })
+    .await;
+    assert!(env.children_of("t1").await.is_empty());
+}
+
 /// The value of one series of the operator's `windlass_writes_total`.
 fn writes(env: &Env, kind: &str, outcome: &str) -> u64 {
     let text = env.operator.as_ref().unwrap().health.metrics.encode();

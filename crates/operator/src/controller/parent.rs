@@ -103,13 +103,22 @@ pub fn error_policy(obj: Arc<DynamicObject>, error: &ReconcileError, ctx: Arc<Ki
 
 async fn reconcile_inner(obj: &DynamicObject, ctx: &KindCtx) -> Result<Action, ReconcileError> {
     tracing::debug!("reconcile starts");
-    let Some(pipeline) = ctx.shared.registry.pipeline(&ctx.parent.key()) else {
-        return Ok(Action::await_change());
-    };
     let phase = if obj.metadata.deletion_timestamp.is_some() {
         Phase::Finalize
     } else {
         Phase::Reconcile
+    };
+    let Some(pipeline) = ctx.shared.registry.pipeline(&ctx.parent.key()) else {
+        // No plugin of the kind serves. If some failed to load, the parent says which, whatever
+        // their failure policy: there is nothing to run. (Still loading, as at every start,
+        // is no news: the load's outcome reconciles the kind's parents.)
+        let failed = ctx.shared.registry.failed_to_load(&ctx.parent.key());
+        if failed.is_empty() {
+            return Ok(Action::await_change());
+        }
+        let e = ReconcileError::NotServing { plugins: failed };
+        tell(obj, ctx, &e, phase).await;
+        return Err(e);
     };
     match steps(obj, ctx, &pipeline, phase).await {
         Ok(action) => Ok(action),

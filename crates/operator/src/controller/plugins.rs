@@ -333,6 +333,11 @@ impl Loader {
             Err(e) if e.is_transient() => self.retry_later(&name),
             _ => self.retry_done(&name),
         }
+        // A refused new version while an old one serves is not a failed plugin.
+        self.shared.registry.load_failed(
+            &name,
+            outcome.is_err() && self.shared.registry.serving(&name).is_none(),
+        );
         if let Err(e) = &outcome {
             tracing::warn!(wasm_plugin = %name, error = %e, "new plugin version refused");
         }

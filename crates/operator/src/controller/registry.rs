@@ -49,6 +49,8 @@ struct State {
     expected: BTreeMap<String, (ParentKind, FailurePolicy)>,
     /// Whether the WasmPlugins have been listed once: until then nothing is known complete.
     listed: bool,
+    /// The WasmPlugins whose last load failed (not those still loading).
+    failed: BTreeSet<String>,
     pipelines: HashMap<String, Arc<Pipeline>>,
     triggers: HashMap<String, watch::Sender<u64>>,
     policy: Policy,
@@ -171,6 +173,8 @@ impl Registry {
             {
                 notify(&mut state, &old.key());
             }
+            // The kinds with a controller may have changed (see `kinds`).
+            self.bump(&mut state);
         }
     }
 
@@ -179,11 +183,43 @@ impl Registry {
         self.lock().expected.keys().cloned().collect()
     }
 
+    /// Records whether the last load of a WasmPlugin failed; a change is news to its kind's
+    /// parents when none of the kind's plugins serves (see [`Registry::failed_to_load`]).
+    pub fn load_failed(&self, wasm_plugin: &str, failed: bool) {
+        let mut state = self.lock();
+        let changed = if failed {
+            state.failed.insert(wasm_plugin.to_string())
+        } else {
+            state.failed.remove(wasm_plugin)
+        };
+        if changed && let Some((parent, _)) = state.expected.get(wasm_plugin).cloned() {
+            notify(&mut state, &parent.key());
+        }
+    }
+
+    /// The WasmPlugins of `kind` that exist, do not serve, and whose last load failed: what a
+    /// parent of a kind with no serving plugin waits for (still loading is not news).
+    pub fn failed_to_load(&self, kind: &str) -> Vec<String> {
+        let state = self.lock();
+        state
+            .expected
+            .iter()
+            .filter(|(name, (parent, _))| {
+                parent.key() == kind
+                    && !state.entries.contains_key(name.as_str())
+                    && state.failed.contains(name.as_str())
+            })
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
     /// Forgets a WasmPlugin deleted from the cluster.
     pub fn unexpect(&self, wasm_plugin: &str) {
         let mut state = self.lock();
+        state.failed.remove(wasm_plugin);
         if let Some((parent, _)) = state.expected.remove(wasm_plugin) {
             notify(&mut state, &parent.key());
+            self.bump(&mut state);
         }
     }
 
@@ -246,6 +282,14 @@ impl Registry {
             });
             plan.observed
                 .extend(entry.stage.observed_kinds().map(String::from));
+        }
+        // A kind whose WasmPlugins exist but none serves still gets its controller: its
+        // parents are told why nothing happens (`PluginsNotServing`), not left without a word.
+        for (parent, _) in state.expected.values() {
+            out.entry(parent.key()).or_insert_with(|| KindPlan {
+                parent: parent.clone(),
+                observed: BTreeSet::new(),
+            });
         }
         out
     }
