@@ -32,7 +32,16 @@ fn kubectl_binary() -> PathBuf {
 
 impl Kubectl {
     async fn start() -> Self {
-        let dc = Server::start().await;
+        Self::on(Server::start().await)
+    }
+
+    /// With the devcluster's simulator playing the controllers (a real control plane has its
+    /// own).
+    async fn with_controllers() -> Self {
+        Self::on(Server::start_with(windlass_devcluster::Options::default()).await)
+    }
+
+    fn on(dc: Server) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         dc.write_kubeconfig(&dir.path().join("kubeconfig"));
         Self { dc, dir }
@@ -1026,5 +1035,87 @@ async fn get_shows_the_workload_columns_and_namespaces_have_a_default_service_ac
         "{wide}"
     );
     assert!(wide.contains("app=fidelity"), "{wide}");
+    k.shutdown().await;
+}
+
+/// The controllers' own events, recorded through core `v1` with no `eventTime` as
+/// kube-controller-manager's are: `kubectl get events --sort-by=.lastTimestamp` shows them, and
+/// `events.k8s.io/v1` serves them with `eventTime` null, which the host's event types read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controllers_events_have_no_event_time_and_read_through_events_k8s_io() {
+    let k = Kubectl::with_controllers().await;
+    k.ok(&["create", "job", "once", "--image=busybox:1"]).await;
+    k.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: evdb\nspec:\n  serviceName: evdb\n  replicas: 1\n  selector:\n    matchLabels: {app: evdb}\n  template:\n    metadata:\n      labels: {app: evdb}\n    spec:\n      containers:\n      - name: db\n        image: nginx:1.27\n",
+    )
+    .await;
+    let notes = [
+        "Created pod: once-",
+        "create Pod evdb-0 in StatefulSet evdb successful",
+    ];
+    let mut tries = 0;
+    let table = loop {
+        let table = k.ok(&["get", "events", "--sort-by=.lastTimestamp"]).await;
+        if notes.iter().all(|n| table.contains(n)) {
+            break table;
+        }
+        tries += 1;
+        assert!(tries < 60, "the controllers' events: {table}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let row = |note: &str| {
+        table
+            .lines()
+            .find(|l| l.contains(note))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let job_row = row(notes[0]);
+    assert!(
+        job_row.contains("Normal")
+            && job_row.contains("SuccessfulCreate")
+            && job_row.contains("job/once"),
+        "{table}"
+    );
+    assert!(row(notes[1]).contains("statefulset/evdb"), "{table}");
+
+    let text = k
+        .ok(&[
+            "get",
+            "--raw",
+            "/apis/events.k8s.io/v1/namespaces/default/events",
+        ])
+        .await;
+    let raw: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let items = raw["items"].as_array().cloned().unwrap_or_default();
+    for (regarding, component) in [
+        ("once", "job-controller"),
+        ("evdb", "statefulset-controller"),
+    ] {
+        let event = items
+            .iter()
+            .find(|e| e["regarding"]["name"] == regarding && e["reason"] == "SuccessfulCreate")
+            .unwrap_or_else(|| panic!("{regarding}'s SuccessfulCreate event: {text}"));
+        assert_eq!(
+            event.get("eventTime"),
+            Some(&serde_json::Value::Null),
+            "{event}"
+        );
+        assert_eq!(event["deprecatedSource"]["component"], component, "{event}");
+        assert_eq!(event["deprecatedCount"], 1, "{event}");
+        assert!(event["deprecatedLastTimestamp"].is_string(), "{event}");
+    }
+    let typed: k8s_openapi::List<k8s_openapi::api::events::v1::Event> =
+        serde_json::from_value(raw).expect("the list reads with the host's event types");
+    let created = typed
+        .items
+        .iter()
+        .find(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("once")
+                && e.reason.as_deref() == Some("SuccessfulCreate")
+        })
+        .expect("the Job's event");
+    assert!(created.event_time.is_none(), "{created:?}");
     k.shutdown().await;
 }

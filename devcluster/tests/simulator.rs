@@ -207,7 +207,73 @@ async fn a_template_change_rolls_every_pod_to_the_new_revision() {
         .and_then(|s| s.current_revision)
         .expect("revision");
     assert_ne!(before, after);
+    // The StatefulSet controller's events: its claims and Pods created, and each outdated Pod
+    // deleted once.
+    let count = |events: &[(String, String, String)], note: &str| {
+        events.iter().filter(|(_, _, n)| n == note).count()
+    };
+    let events = events_on(&dc, "db").await;
+    for claim in ["data-db-0 Pod db-0", "data-db-1 Pod db-1"] {
+        assert_eq!(
+            count(
+                &events,
+                &format!("create Claim {claim} in StatefulSet db success")
+            ),
+            1,
+            "{events:?}"
+        );
+    }
+    for pod in ["db-0", "db-1"] {
+        assert_eq!(
+            count(
+                &events,
+                &format!("create Pod {pod} in StatefulSet db successful")
+            ),
+            2,
+            "made, then made again at the new revision: {events:?}"
+        );
+        assert_eq!(
+            count(
+                &events,
+                &format!("delete Pod {pod} in StatefulSet db successful")
+            ),
+            1,
+            "{events:?}"
+        );
+    }
+    assert_eq!(events.len(), 8, "{events:?}");
     dc.shutdown().await;
+}
+
+/// (type, reason, note) of the events on `name`, oldest first, read through `events.k8s.io/v1`
+/// with the types the host reads them with. Each is one the controllers record as
+/// kube-controller-manager's do: no `eventTime`, the controller in `deprecatedSource`.
+async fn events_on(dc: &DevCluster, name: &str) -> Vec<(String, String, String)> {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::default_namespaced(dc.client());
+    let mut listed = events
+        .list(&ListParams::default().fields(&format!("regarding.name={name}")))
+        .await
+        .expect("events.k8s.io/v1 events list")
+        .items;
+    listed.sort_by_key(|e| e.metadata.name.clone());
+    listed
+        .into_iter()
+        .map(|e| {
+            assert!(e.event_time.is_none(), "{e:?}");
+            assert!(
+                e.deprecated_source
+                    .as_ref()
+                    .and_then(|s| s.component.as_deref())
+                    .is_some_and(|c| c.ends_with("-controller")),
+                "{e:?}"
+            );
+            (
+                e.type_.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.note.unwrap_or_default(),
+            )
+        })
+        .collect()
 }
 
 fn job(name: &str, fail: bool) -> Job {
@@ -258,6 +324,28 @@ async fn a_job_completes_and_a_job_annotated_to_fail_fails() {
             .and_then(|s| s.succeeded),
         Some(1)
     );
+    // The Job controller's events, once each.
+    let ok = events_on(&dc, "ok").await;
+    assert_eq!(ok.len(), 2, "{ok:?}");
+    assert_eq!(
+        (ok[0].0.as_str(), ok[0].1.as_str()),
+        ("Normal", "SuccessfulCreate")
+    );
+    assert!(ok[0].2.starts_with("Created pod: ok-"), "{ok:?}");
+    assert_eq!(
+        ok[1],
+        ("Normal".into(), "Completed".into(), "Job completed".into())
+    );
+    let bad = events_on(&dc, "bad").await;
+    assert_eq!(bad.len(), 2, "{bad:?}");
+    assert_eq!(
+        bad[1],
+        (
+            "Warning".into(),
+            "BackoffLimitExceeded".into(),
+            "Job has reached the specified backoff limit".into()
+        )
+    );
     dc.shutdown().await;
 }
 
@@ -292,6 +380,17 @@ async fn a_cronjob_runs_jobs_on_a_sped_up_clock() {
             .name
             .as_deref()
             .is_some_and(|n| n.starts_with("backup-"))
+    );
+    let made = format!(
+        "Created job {}",
+        j.metadata.name.as_deref().unwrap_or_default()
+    );
+    let events = events_on(&dc, "backup").await;
+    assert!(
+        events.iter().any(|(t, reason, note)| t == "Normal"
+            && reason == "SuccessfulCreate"
+            && *note == made),
+        "{events:?}"
     );
     assert!(
         cjs.get("backup")

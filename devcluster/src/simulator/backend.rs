@@ -19,8 +19,9 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn list_all(&self, key: &str) -> Vec<Arc<Value>>;
     /// The objects of a resource in `ns` whose names start with `prefix`.
     fn list_prefixed(&self, key: &str, ns: &str, prefix: &str) -> Vec<Arc<Value>>;
-    /// Creates an object (one that exists already is fine).
-    fn create(&self, key: &str, obj: Value);
+    /// Creates an object (one that exists already is fine); true when it was created (over
+    /// HTTP: when the create was sent).
+    fn create(&self, key: &str, obj: Value) -> bool;
     /// Merge-patches an object, or its status with `subresource = "status"`.
     fn patch(&self, key: &str, ns: &str, name: &str, subresource: &str, body: &Value);
     /// Deletes an object (in the background).
@@ -86,13 +87,18 @@ impl Backend for InProcess {
         self.cluster.store.list_prefixed(key, ns, prefix)
     }
 
-    fn create(&self, key: &str, obj: Value) {
-        if let Some(rt) = self.cluster.resource(key) {
-            let version = rt.preferred_version().to_string();
-            if let Err(e) = self.cluster.create(&rt, &version, None, obj, &opts(""))
-                && e.code != 409
-            {
-                tracing::warn!(error = %e, key, "simulator create failed");
+    fn create(&self, key: &str, obj: Value) -> bool {
+        let Some(rt) = self.cluster.resource(key) else {
+            return false;
+        };
+        let version = rt.preferred_version().to_string();
+        match self.cluster.create(&rt, &version, None, obj, &opts("")) {
+            Ok(_) => true,
+            Err(e) => {
+                if e.code != 409 {
+                    tracing::warn!(error = %e, key, "simulator create failed");
+                }
+                false
             }
         }
     }

@@ -41,6 +41,9 @@ fn parse_time(v: &Value) -> Option<DateTime<Utc>> {
         .map(|t| t.with_timezone(&Utc))
 }
 
+/// The component kube-controller-manager's CronJob controller records its events as.
+const CONTROLLER: &str = "cronjob-controller";
+
 /// Checks every CronJob once.
 pub(super) fn tick(sim: &Arc<Sim>) {
     let cronjobs = sim.list_all("batch/cronjobs");
@@ -99,7 +102,15 @@ fn run_job(sim: &Arc<Sim>, cj: &Value, due: DateTime<Utc>) {
         "metadata": {"name": job_name, "namespace": ns, "labels": template["metadata"]["labels"], "annotations": annotations,
             "ownerReferences": [owner_ref(cj)]},
         "spec": template["spec"]});
-    sim.create("batch/jobs", job);
+    if sim.create("batch/jobs", job) {
+        sim.record(
+            CONTROLLER,
+            cj,
+            false,
+            "SuccessfulCreate",
+            &format!("Created job {job_name}"),
+        );
+    }
     let stamp = due.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     sim.patch(
         "batch/cronjobs",
@@ -134,6 +145,15 @@ fn prune_history(sim: &Arc<Sim>, cj: &Value, mut jobs: Vec<Arc<Value>>) {
         for j in done.iter().take(done.len().saturating_sub(limit)) {
             let (jns, jname) = ns_name(j);
             sim.delete("batch/jobs", &jns, &jname);
+            if j["metadata"].get("deletionTimestamp").is_none() {
+                sim.record(
+                    CONTROLLER,
+                    cj,
+                    false,
+                    "SuccessfulDelete",
+                    &format!("Deleted job {jname}"),
+                );
+            }
         }
     }
 }

@@ -8,6 +8,9 @@ fn condition(t: &str, reason: &str, now: &str) -> Value {
     json!({"type": t, "status": "True", "reason": reason, "lastProbeTime": now, "lastTransitionTime": now})
 }
 
+/// The component kube-controller-manager's Job controller records its events as.
+const CONTROLLER: &str = "job-controller";
+
 /// Starts a Job's Pod, and reports the Job's outcome once its Pod terminated.
 pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
     let Some(job) = sim.get("batch/jobs", ns, name) else {
@@ -52,7 +55,19 @@ pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
             "metadata": {"name": format!("{name}-{suffix}"), "namespace": ns, "labels": labels, "annotations": annotations,
                 "ownerReferences": [owner_ref(&job)]},
             "spec": template["spec"]});
-        sim.create("/pods", pod);
+        let pod_name = pod["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if sim.create("/pods", pod) {
+            sim.record(
+                CONTROLLER,
+                &job,
+                false,
+                "SuccessfulCreate",
+                &format!("Created pod: {pod_name}"),
+            );
+        }
         if job["status"]["startTime"].is_null() {
             sim.patch(
                 "batch/jobs",
@@ -64,14 +79,23 @@ pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
         }
         return;
     };
-    let status = match pod["status"]["phase"].as_str() {
-        Some("Succeeded") => {
+    let (status, warning, reason, message) = match pod["status"]["phase"].as_str() {
+        Some("Succeeded") => (
             json!({"status": {"active": 0, "succeeded": 1, "ready": 0, "completionTime": now,
-            "conditions": [condition("SuccessCriteriaMet", "CompletionsReached", &now), condition("Complete", "CompletionsReached", &now)]}})
-        }
-        Some("Failed") => json!({"status": {"active": 0, "failed": 1, "ready": 0,
+            "conditions": [condition("SuccessCriteriaMet", "CompletionsReached", &now), condition("Complete", "CompletionsReached", &now)]}}),
+            false,
+            "Completed",
+            "Job completed",
+        ),
+        Some("Failed") => (
+            json!({"status": {"active": 0, "failed": 1, "ready": 0,
             "conditions": [condition("FailureTarget", "BackoffLimitExceeded", &now), condition("Failed", "BackoffLimitExceeded", &now)]}}),
+            true,
+            "BackoffLimitExceeded",
+            "Job has reached the specified backoff limit",
+        ),
         _ => return,
     };
     sim.patch("batch/jobs", ns, name, "status", &status);
+    sim.record(CONTROLLER, &job, warning, reason, message);
 }

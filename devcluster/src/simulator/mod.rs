@@ -13,6 +13,9 @@
 //! - Deployment → `readyReplicas`; PVC → `Bound`; Service → a `clusterIP`; VolumeSnapshot →
 //!   `readyToUse` (or `status.error` with the fail annotation).
 //!
+//! The controllers record the events kube-controller-manager's record (core `v1`, no
+//! `eventTime`): claims and Pods created and deleted, Jobs created, completed and failed.
+//!
 //! The simulator writes through the same API semantics as clients (field manager
 //! `devcluster-simulator`), without injected faults.
 //!
@@ -38,7 +41,7 @@ use crate::store::{Event, EventType};
 use backend::Backend;
 use serde_json::{Value, json};
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
@@ -68,6 +71,8 @@ pub(crate) struct Sim {
     runner: std::sync::OnceLock<Arc<processes::Runner>>,
     /// The SampleDB dumps on the backup volumes (see [`dumps`]).
     dumps: dumps::Volumes,
+    /// The stamp in the last event's name, so that two events in one nanosecond get two names.
+    event_stamp: AtomicU64,
 }
 
 impl std::fmt::Debug for Sim {
@@ -89,6 +94,7 @@ impl Sim {
             scheduled: Mutex::new(HashSet::new()),
             runner: std::sync::OnceLock::new(),
             dumps: dumps::Volumes::default(),
+            event_stamp: AtomicU64::new(0),
         })
     }
 }
@@ -178,9 +184,51 @@ impl Sim {
         self.backend.list_all(key)
     }
 
-    /// Creates an object (already existing is fine).
-    pub fn create(&self, key: &str, obj: Value) {
-        self.backend.create(key, obj);
+    /// Creates an object (already existing is fine); true when it was created.
+    pub fn create(&self, key: &str, obj: Value) -> bool {
+        self.backend.create(key, obj)
+    }
+
+    /// Records an event on `regarding` as kube-controller-manager's controllers do (client-go's
+    /// `record` package, core `v1`): the reporting controller in `source.component`, first and
+    /// last timestamps, a count, and `eventTime` null. A reader of `events.k8s.io/v1` meets
+    /// such events on every real cluster, and here too. Only when the simulator plays the
+    /// controllers: against a real control plane they record their own.
+    pub(crate) fn record(
+        &self,
+        component: &str,
+        regarding: &Value,
+        warning: bool,
+        reason: &str,
+        message: &str,
+    ) {
+        if !self.controllers {
+            return;
+        }
+        let (ns, name) = ns_name(regarding);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let previous = self
+            .event_stamp
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| {
+                Some(nanos.max(last + 1))
+            })
+            .unwrap_or(nanos);
+        let stamp = nanos.max(previous + 1);
+        let m = &regarding["metadata"];
+        let now = crate::api::now();
+        self.backend.create(
+            "/events",
+            json!({"apiVersion": "v1", "kind": "Event",
+                "metadata": {"name": format!("{name}.{stamp:x}"), "namespace": ns},
+                "involvedObject": {"apiVersion": regarding["apiVersion"], "kind": regarding["kind"],
+                    "name": name, "namespace": ns, "uid": m["uid"], "resourceVersion": m["resourceVersion"]},
+                "reason": reason, "message": message, "source": {"component": component},
+                "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+                "type": if warning { "Warning" } else { "Normal" },
+                "eventTime": null, "reportingComponent": "", "reportingInstance": ""}),
+        );
     }
 
     /// Merge-patches an object, or its status with `subresource = "status"`.

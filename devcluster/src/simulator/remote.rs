@@ -113,10 +113,10 @@ impl Backend for Remote {
             .collect()
     }
 
-    fn create(&self, key: &str, obj: Value) {
+    fn create(&self, key: &str, obj: Value) -> bool {
         let (ns, _) = ns_name(&obj);
         let Some(api) = self.api(key, &ns) else {
-            return;
+            return false;
         };
         let key = key.to_string();
         tokio::spawn(async move {
@@ -130,6 +130,7 @@ impl Backend for Remote {
             // Already there is fine.
             retrying("create", &key, "", 409, || api.create(&params, &obj)).await;
         });
+        true
     }
 
     fn patch(&self, key: &str, ns: &str, name: &str, subresource: &str, body: &Value) {

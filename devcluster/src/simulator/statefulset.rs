@@ -74,6 +74,9 @@ fn claim_owner(sts: &Value) -> Value {
 }
 
 /// Brings a StatefulSet's Pods, claims and status towards its spec.
+/// The component kube-controller-manager's StatefulSet controller records its events as.
+const CONTROLLER: &str = "statefulset-controller";
+
 pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
     let Some(sts) = sim.get("apps/statefulsets", ns, name) else {
         return;
@@ -131,7 +134,17 @@ pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
                     }
                     let pvc = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                         "metadata": metadata, "spec": claim["spec"]});
-                    sim.create("/persistentvolumeclaims", pvc);
+                    if sim.create("/persistentvolumeclaims", pvc) {
+                        sim.record(
+                            CONTROLLER,
+                            &sts,
+                            false,
+                            "SuccessfulCreate",
+                            &format!(
+                                "create Claim {claim_name} Pod {name}-{i} in StatefulSet {name} success"
+                            ),
+                        );
+                    }
                 }
                 Some(pvc) => {
                     let refs = pvc["metadata"]["ownerReferences"]
@@ -170,7 +183,15 @@ pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
         let predecessors_ready =
             (0..i).all(|j| live.iter().any(|p| ordinal(p) == Some(j) && is_ready(p)));
         if parallel || predecessors_ready {
-            sim.create("/pods", pod_for(&sts, name, i, &update_rev));
+            if sim.create("/pods", pod_for(&sts, name, i, &update_rev)) {
+                sim.record(
+                    CONTROLLER,
+                    &sts,
+                    false,
+                    "SuccessfulCreate",
+                    &format!("create Pod {name}-{i} in StatefulSet {name} successful"),
+                );
+            }
         }
         if !parallel {
             break;
@@ -182,6 +203,13 @@ pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
     {
         let (pns, pname) = super::ns_name(p);
         sim.delete("/pods", &pns, &pname);
+        sim.record(
+            CONTROLLER,
+            &sts,
+            false,
+            "SuccessfulDelete",
+            &format!("delete Pod {pname} in StatefulSet {name} successful"),
+        );
     }
     let in_range: Vec<&&Arc<Value>> = live
         .iter()
@@ -204,6 +232,13 @@ pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
     {
         let (pns, pname) = super::ns_name(p);
         sim.delete("/pods", &pns, &pname);
+        sim.record(
+            CONTROLLER,
+            &sts,
+            false,
+            "SuccessfulDelete",
+            &format!("delete Pod {pname} in StatefulSet {name} successful"),
+        );
     }
     let current_rev = if updated as i64 == replicas {
         update_rev.clone()
