@@ -543,11 +543,10 @@ pub(super) async fn report_failure(
 /// A Warning event on the parent from the host itself.
 pub(super) async fn publish_warning(obj: &DynamicObject, ctx: &KindCtx, reason: &str, note: &str) {
     let reference = obj.object_ref(&ctx.resource);
-    let note = truncate(note, 1000);
     if let Err(e) = ctx
         .shared
         .recorder
-        .publish(&reference, true, reason, "Reconcile", &note)
+        .publish(&reference, true, reason, "Reconcile", note)
         .await
     {
         tracing::debug!(error = %e, "publishing an event");
@@ -573,7 +572,7 @@ async fn publish_events(obj: &DynamicObject, ctx: &KindCtx, outcome: &Outcome) {
                 .record_refusal(&reported.plugin, "EventRate");
             continue;
         }
-        let note = truncate(&format!("{}: {}", reported.plugin, e.message), 1000);
+        let note = format!("{}: {}", reported.plugin, e.message);
         if let Err(err) = ctx
             .shared
             .recorder
@@ -583,10 +582,4 @@ async fn publish_events(obj: &DynamicObject, ctx: &KindCtx, outcome: &Outcome) {
             tracing::debug!(error = %err, "publishing an event");
         }
     }
-}
-
-/// Cuts an event note to the API's limit in bytes (1,000 characters of non-ASCII text would
-/// be over it, and the event refused).
-fn truncate(s: &str, max: usize) -> String {
-    windlass_policy::cut_message(s, max.min(windlass_policy::MAX_EVENT_NOTE))
 }

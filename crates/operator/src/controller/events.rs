@@ -13,7 +13,11 @@
 //!   and the time it was last seen (`series`), its note unchanged because it is the same.
 //! - A series whose event is gone from the API server (its events expire) starts again as a new
 //!   event.
-//! - What is remembered is forgotten [`SERIES_TTL`] after it was last seen.
+//! - What is remembered is forgotten [`SERIES_TTL`] after it was last seen: it counts no event
+//!   into its series from then on, and is dropped by the next sweep ([`SWEEP_EVERY`]), so that a
+//!   publish costs O(1), not O(events remembered).
+//! - A note over the API's limit is cut ([`windlass_policy::MAX_EVENT_NOTE`] bytes), here and
+//!   only here, for every caller.
 
 use std::{
     collections::HashMap,
@@ -39,6 +43,9 @@ use serde_json::json;
 /// series window is six minutes too).
 pub const SERIES_TTL: Duration = Duration::from_secs(6 * 60);
 
+/// How often what is remembered is swept of series older than [`SERIES_TTL`].
+pub const SWEEP_EVERY: Duration = Duration::from_secs(60);
+
 /// What one event says, on one object.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Key {
@@ -57,12 +64,42 @@ struct Series {
     seen: Instant,
 }
 
+/// The series seen within [`SERIES_TTL`] (and, until the next sweep, some older ones).
+#[derive(Debug)]
+struct Remembered {
+    series: HashMap<Key, Series>,
+    swept: Instant,
+}
+
+impl Remembered {
+    fn new(now: Instant) -> Self {
+        Remembered {
+            series: HashMap::new(),
+            swept: now,
+        }
+    }
+
+    /// The series `key` counts into at `now`, if one was seen within [`SERIES_TTL`]; sweeps
+    /// the older ones at most once per [`SWEEP_EVERY`].
+    fn earlier(&mut self, key: &Key, now: Instant) -> Option<Series> {
+        if now.duration_since(self.swept) >= SWEEP_EVERY {
+            self.series
+                .retain(|_, s| now.duration_since(s.seen) < SERIES_TTL);
+            self.swept = now;
+        }
+        self.series
+            .get(key)
+            .filter(|s| now.duration_since(s.seen) < SERIES_TTL)
+            .cloned()
+    }
+}
+
 /// Publishes events on objects as one reporting controller and instance.
 pub struct Recorder {
     client: Client,
     controller: String,
     instance: String,
-    series: Mutex<HashMap<Key, Series>>,
+    series: Mutex<Remembered>,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -81,16 +118,17 @@ impl Recorder {
             client,
             controller: controller.to_string(),
             instance: instance.to_string(),
-            series: Mutex::new(HashMap::new()),
+            series: Mutex::new(Remembered::new(Instant::now())),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Series>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Remembered> {
         self.series.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Publishes an event on `regarding`, as a new event or counted into the series of an
-    /// equal one (see the module's guarantees). `action` is what the controller was doing.
+    /// equal one (see the module's guarantees). `action` is what the controller was doing; a
+    /// `note` over the API's limit is cut.
     pub async fn publish(
         &self,
         regarding: &ObjectReference,
@@ -103,6 +141,7 @@ impl Recorder {
             .namespace
             .clone()
             .unwrap_or_else(|| "default".to_string());
+        let note = windlass_policy::cut_message(note, windlass_policy::MAX_EVENT_NOTE);
         let key = Key {
             namespace: namespace.clone(),
             regarding: regarding
@@ -112,14 +151,10 @@ impl Recorder {
                 .unwrap_or_default(),
             warning,
             reason: reason.to_string(),
-            note: note.to_string(),
+            note: note.clone(),
         };
         let now = Instant::now();
-        let earlier = {
-            let mut series = self.lock();
-            series.retain(|_, s| now.duration_since(s.seen) < SERIES_TTL);
-            series.get(&key).cloned()
-        };
+        let earlier = self.lock().earlier(&key, now);
         let events: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
         let stamp = Timestamp::now();
         if let Some(earlier) = earlier {
@@ -137,7 +172,7 @@ impl Recorder {
                 .await
             {
                 Ok(_) => {
-                    self.lock().insert(
+                    self.lock().series.insert(
                         key,
                         Series {
                             name: earlier.name,
@@ -165,7 +200,7 @@ impl Recorder {
             },
             action: Some(action.to_string()),
             reason: Some(reason.to_string()),
-            note: Some(note.to_string()),
+            note: Some(note),
             type_: Some(if warning { "Warning" } else { "Normal" }.to_string()),
             event_time: Some(MicroTime(stamp)),
             regarding: Some(regarding.clone()),
@@ -174,7 +209,7 @@ impl Recorder {
             ..Event::default()
         };
         let created = events.create(&PostParams::default(), &event).await?;
-        self.lock().insert(
+        self.lock().series.insert(
             key,
             Series {
                 name: created.metadata.name.unwrap_or_default(),
@@ -189,6 +224,49 @@ impl Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn key(note: &str) -> Key {
+        Key {
+            namespace: "shop".into(),
+            regarding: "uid-1".into(),
+            warning: true,
+            reason: "FailedOver".into(),
+            note: note.into(),
+        }
+    }
+
+    #[test]
+    fn a_series_counts_only_within_its_ttl_and_old_ones_are_swept_once_a_while() {
+        let start = Instant::now();
+        let mut remembered = Remembered::new(start);
+        let series = |name: &str, seen: Instant| Series {
+            name: name.into(),
+            count: 1,
+            seen,
+        };
+        remembered.series.insert(key("a"), series("a.1", start));
+        let later = start + Duration::from_secs(30);
+        remembered.series.insert(key("b"), series("b.1", later));
+        assert_eq!(
+            remembered.earlier(&key("a"), later).map(|s| s.name),
+            Some("a.1".into())
+        );
+        // Past its TTL "a" counts nothing, though the sweep has not run yet.
+        let past_a = start + SERIES_TTL + Duration::from_secs(10);
+        assert_eq!(
+            remembered.earlier(&key("b"), past_a).map(|s| s.name),
+            Some("b.1".into())
+        );
+        assert!(remembered.earlier(&key("a"), past_a).is_none());
+        // The sweep ran (more than SWEEP_EVERY since the last): "a" is gone, "b" stays.
+        assert_eq!(remembered.series.len(), 1);
+        assert_eq!(remembered.swept, past_a);
+        // Within SWEEP_EVERY of the last sweep nothing is swept, even what expired.
+        let past_b = later + SERIES_TTL + Duration::from_secs(1);
+        assert!(past_b.duration_since(past_a) < SWEEP_EVERY);
+        assert!(remembered.earlier(&key("b"), past_b).is_none());
+        assert_eq!(remembered.series.len(), 1);
+    }
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::{Resource as _, api::DeleteParams};
     use windlass_devcluster::{DevCluster, Options};

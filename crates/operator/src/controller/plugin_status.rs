@@ -88,10 +88,9 @@ pub(super) async fn write_loaded(
         conditions: merged_conditions(wp, "Ready", ready, reason.clone(), &message)?,
     };
     if error.is_some() {
-        let note = windlass_policy::cut_message(&message, windlass_policy::MAX_EVENT_NOTE);
         if let Err(e) = shared
             .recorder
-            .publish(&wp.object_ref(&()), true, &reason, "Load", &note)
+            .publish(&wp.object_ref(&()), true, &reason, "Load", &message)
             .await
         {
             tracing::debug!(wasm_plugin = %name, error = %e, "publishing an event");
