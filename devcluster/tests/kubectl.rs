@@ -1052,7 +1052,7 @@ async fn the_controllers_events_have_no_event_time_and_read_through_events_k8s_i
     .await;
     let notes = [
         "Created pod: once-",
-        "create Pod evdb-0 in StatefulSet evdb successful",
+        "Create Pod evdb-0 in StatefulSet evdb successful",
     ];
     let mut tries = 0;
     let table = loop {

@@ -217,7 +217,7 @@ async fn a_template_change_rolls_every_pod_to_the_new_revision() {
         assert_eq!(
             count(
                 &events,
-                &format!("create Claim {claim} in StatefulSet db success")
+                &format!("Create Claim {claim} in StatefulSet db success")
             ),
             1,
             "{events:?}"
@@ -227,7 +227,7 @@ async fn a_template_change_rolls_every_pod_to_the_new_revision() {
         assert_eq!(
             count(
                 &events,
-                &format!("create Pod {pod} in StatefulSet db successful")
+                &format!("Create Pod {pod} in StatefulSet db successful")
             ),
             2,
             "made, then made again at the new revision: {events:?}"
@@ -235,7 +235,7 @@ async fn a_template_change_rolls_every_pod_to_the_new_revision() {
         assert_eq!(
             count(
                 &events,
-                &format!("delete Pod {pod} in StatefulSet db successful")
+                &format!("Delete Pod {pod} in StatefulSet db successful")
             ),
             1,
             "{events:?}"

@@ -141,7 +141,7 @@ pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
                             false,
                             "SuccessfulCreate",
                             &format!(
-                                "create Claim {claim_name} Pod {name}-{i} in StatefulSet {name} success"
+                                "Create Claim {claim_name} Pod {name}-{i} in StatefulSet {name} success"
                             ),
                         );
                     }
@@ -189,7 +189,7 @@ pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
                     &sts,
                     false,
                     "SuccessfulCreate",
-                    &format!("create Pod {name}-{i} in StatefulSet {name} successful"),
+                    &format!("Create Pod {name}-{i} in StatefulSet {name} successful"),
                 );
             }
         }
@@ -208,7 +208,7 @@ pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
             &sts,
             false,
             "SuccessfulDelete",
-            &format!("delete Pod {pname} in StatefulSet {name} successful"),
+            &format!("Delete Pod {pname} in StatefulSet {name} successful"),
         );
     }
     let in_range: Vec<&&Arc<Value>> = live
@@ -237,7 +237,7 @@ pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
             &sts,
             false,
             "SuccessfulDelete",
-            &format!("delete Pod {pname} in StatefulSet {name} successful"),
+            &format!("Delete Pod {pname} in StatefulSet {name} successful"),
         );
     }
     let current_rev = if updated as i64 == replicas {
