@@ -77,6 +77,20 @@ fn claim_owner(sts: &Value) -> Value {
 /// The component kube-controller-manager's StatefulSet controller records its events as.
 const CONTROLLER: &str = "statefulset-controller";
 
+/// Deletes one of the StatefulSet's Pods and records it, as the real controller does.
+fn delete_pod(sim: &Sim, sts: &Value, pod: &Value) {
+    let (ns, pod_name) = super::ns_name(pod);
+    sim.delete("/pods", &ns, &pod_name);
+    let set = sts["metadata"]["name"].as_str().unwrap_or_default();
+    sim.record(
+        CONTROLLER,
+        sts,
+        false,
+        "SuccessfulDelete",
+        &format!("Delete Pod {pod_name} in StatefulSet {set} successful"),
+    );
+}
+
 pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
     let Some(sts) = sim.get("apps/statefulsets", ns, name) else {
         return;
@@ -182,16 +196,16 @@ pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
         // OrderedReady: Pod i only once 0..i-1 are ready.
         let predecessors_ready =
             (0..i).all(|j| live.iter().any(|p| ordinal(p) == Some(j) && is_ready(p)));
-        if parallel || predecessors_ready {
-            if sim.create("/pods", pod_for(&sts, name, i, &update_rev)) {
-                sim.record(
-                    CONTROLLER,
-                    &sts,
-                    false,
-                    "SuccessfulCreate",
-                    &format!("Create Pod {name}-{i} in StatefulSet {name} successful"),
-                );
-            }
+        if (parallel || predecessors_ready)
+            && sim.create("/pods", pod_for(&sts, name, i, &update_rev))
+        {
+            sim.record(
+                CONTROLLER,
+                &sts,
+                false,
+                "SuccessfulCreate",
+                &format!("Create Pod {name}-{i} in StatefulSet {name} successful"),
+            );
         }
         if !parallel {
             break;
@@ -201,15 +215,7 @@ pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
         .iter()
         .filter(|p| ordinal(p).is_some_and(|o| o >= replicas))
     {
-        let (pns, pname) = super::ns_name(p);
-        sim.delete("/pods", &pns, &pname);
-        sim.record(
-            CONTROLLER,
-            &sts,
-            false,
-            "SuccessfulDelete",
-            &format!("Delete Pod {pname} in StatefulSet {name} successful"),
-        );
+        delete_pod(sim, &sts, p);
     }
     let in_range: Vec<&&Arc<Value>> = live
         .iter()
@@ -230,15 +236,7 @@ pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
             .filter(|p| p["metadata"]["labels"]["controller-revision-hash"] != update_rev.as_str())
             .max_by_key(|p| ordinal(p))
     {
-        let (pns, pname) = super::ns_name(p);
-        sim.delete("/pods", &pns, &pname);
-        sim.record(
-            CONTROLLER,
-            &sts,
-            false,
-            "SuccessfulDelete",
-            &format!("Delete Pod {pname} in StatefulSet {name} successful"),
-        );
+        delete_pod(sim, &sts, p);
     }
     let current_rev = if updated as i64 == replicas {
         update_rev.clone()
