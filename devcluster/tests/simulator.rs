@@ -245,6 +245,93 @@ async fn a_template_change_rolls_every_pod_to_the_new_revision() {
     dc.shutdown().await;
 }
 
+#[tokio::test]
+async fn a_partition_holds_the_pods_below_it_on_the_current_revision() {
+    let dc = start(Options::default()).await;
+    let sets: Api<StatefulSet> = Api::default_namespaced(dc.client());
+    let pods: Api<Pod> = Api::default_namespaced(dc.client());
+    sets.create(&PostParams::default(), &sts("pg:15", 3))
+        .await
+        .expect("create");
+    let images = || async {
+        let mut images: Vec<(String, String)> = pods
+            .list(&ListParams::default())
+            .await
+            .expect("pods")
+            .items
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter_map(|p| {
+                let image = p.spec.as_ref()?.containers.first()?.image.clone()?;
+                Some((p.metadata.name.clone()?, image))
+            })
+            .collect();
+        images.sort();
+        images
+    };
+    let all_ready = || async {
+        sets.get("db")
+            .await
+            .expect("sts")
+            .status
+            .and_then(|s| s.ready_replicas)
+            == Some(3)
+    };
+    eventually("3 ready", all_ready).await;
+    let patch = json!({"spec": {
+        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 1}},
+        "template": {"spec": {"containers": [{"name": "db", "image": "pg:16"}]}}}});
+    sets.patch("db", &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+        .expect("patch");
+    let held = vec![
+        ("db-0".to_string(), "pg:15".to_string()),
+        ("db-1".to_string(), "pg:16".to_string()),
+        ("db-2".to_string(), "pg:16".to_string()),
+    ];
+    eventually("db-2 and db-1 rolled, db-0 held", || async {
+        images().await == held && all_ready().await
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(images().await, held, "the partition holds db-0");
+    let st = sets.get("db").await.expect("sts").status.expect("status");
+    assert_eq!(st.updated_replicas, Some(2));
+    assert_ne!(st.current_revision, st.update_revision);
+    // A Pod below the partition is made again from the current revision.
+    let uid = pods.get("db-0").await.expect("db-0").metadata.uid;
+    pods.delete("db-0", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("db-0 made again on pg:15", || async {
+        pods.get("db-0").await.is_ok_and(|p| {
+            p.metadata.uid != uid
+                && p.spec
+                    .as_ref()
+                    .and_then(|s| s.containers[0].image.as_deref())
+                    == Some("pg:15")
+                && p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("controller-revision-hash"))
+                    == st.current_revision.as_ref()
+        })
+    })
+    .await;
+    let patch = json!({"spec": {"updateStrategy": {"rollingUpdate": {"partition": 0}}}});
+    sets.patch("db", &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+        .expect("patch");
+    eventually("db-0 rolled too, the revisions one", || async {
+        let st = sets.get("db").await.expect("sts").status.expect("status");
+        images().await.iter().all(|(_, image)| image == "pg:16")
+            && st.ready_replicas == Some(3)
+            && st.current_revision == st.update_revision
+    })
+    .await;
+    dc.shutdown().await;
+}
+
 /// (type, reason, note) of the events on `name`, oldest first, read through `events.k8s.io/v1`
 /// with the types the host reads them with. Each is one the controllers record as
 /// kube-controller-manager's do: no `eventTime`, the controller in `deprecatedSource`.

@@ -40,7 +40,7 @@ use crate::api::Cluster;
 use crate::store::{Event, EventType};
 use backend::Backend;
 use serde_json::{Value, json};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -73,6 +73,10 @@ pub(crate) struct Sim {
     dumps: dumps::Volumes,
     /// The stamp in the last event's name, so that two events in one nanosecond get two names.
     event_stamp: AtomicU64,
+    /// Per StatefulSet (namespace, name): the Pod templates of its current and update
+    /// revisions, as the real controller keeps them in ControllerRevisions: a Pod below a
+    /// rolling update's partition is made again from the current revision, not the update one.
+    templates: Mutex<HashMap<(String, String), Vec<(String, Value)>>>,
 }
 
 impl std::fmt::Debug for Sim {
@@ -95,6 +99,7 @@ impl Sim {
             runner: std::sync::OnceLock::new(),
             dumps: dumps::Volumes::default(),
             event_stamp: AtomicU64::new(0),
+            templates: Mutex::default(),
         })
     }
 }

@@ -22,10 +22,10 @@ fn is_ready(pod: &Value) -> bool {
         .any(|c| c["type"] == "Ready" && c["status"] == "True")
 }
 
-fn pod_for(sts: &Value, name: &str, ordinal: i64, rev: &str) -> Value {
+/// Pod `ordinal` of the StatefulSet, from `template` (of revision `rev`).
+fn pod_for(sts: &Value, name: &str, ordinal: i64, rev: &str, template: &Value) -> Value {
     let (ns, _) = super::ns_name(sts);
     let spec = &sts["spec"];
-    let template = &spec["template"];
     let pod_name = format!("{name}-{ordinal}");
     let mut labels = template["metadata"]["labels"]
         .as_object()
@@ -93,6 +93,10 @@ fn delete_pod(sim: &Sim, sts: &Value, pod: &Value) {
 
 pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
     let Some(sts) = sim.get("apps/statefulsets", ns, name) else {
+        sim.templates
+            .lock()
+            .expect("templates")
+            .remove(&(ns.to_string(), name.to_string()));
         return;
     };
     if sts["metadata"].get("deletionTimestamp").is_some() {
@@ -189,6 +193,27 @@ pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
         .filter(|p| p["metadata"].get("deletionTimestamp").is_none())
         .collect();
     let parallel = spec["podManagementPolicy"] == "Parallel";
+    let on_delete = spec["updateStrategy"]["type"] == "OnDelete";
+    // A rolling update's partition: Pods below it keep (and are made again from) the current
+    // revision.
+    let partition = if on_delete {
+        0
+    } else {
+        spec["updateStrategy"]["rollingUpdate"]["partition"]
+            .as_i64()
+            .unwrap_or(0)
+    };
+    let current_before = sts["status"]["currentRevision"].as_str();
+    let current_template = {
+        let mut templates = sim.templates.lock().expect("templates");
+        let kept = templates
+            .entry((ns.to_string(), name.to_string()))
+            .or_default();
+        kept.retain(|(rev, _)| Some(rev.as_str()) == current_before && *rev != update_rev);
+        let current = kept.first().cloned();
+        kept.push((update_rev.clone(), spec["template"].clone()));
+        current
+    };
     for i in 0..replicas {
         if live.iter().any(|p| ordinal(p) == Some(i)) {
             continue;
@@ -196,8 +221,12 @@ pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
         // OrderedReady: Pod i only once 0..i-1 are ready.
         let predecessors_ready =
             (0..i).all(|j| live.iter().any(|p| ordinal(p) == Some(j) && is_ready(p)));
+        let (rev, template) = match &current_template {
+            Some((rev, template)) if i < partition => (rev.as_str(), template),
+            _ => (update_rev.as_str(), &spec["template"]),
+        };
         if (parallel || predecessors_ready)
-            && sim.create("/pods", pod_for(&sts, name, i, &update_rev))
+            && sim.create("/pods", pod_for(&sts, name, i, rev, template))
         {
             sim.record(
                 CONTROLLER,
@@ -226,14 +255,17 @@ pub(super) fn reconcile(sim: &Arc<Sim>, ns: &str, name: &str) {
         .filter(|p| p["metadata"]["labels"]["controller-revision-hash"] == update_rev.as_str())
         .count();
     let ready = in_range.iter().filter(|p| is_ready(p)).count();
-    // Rolling update: replace the highest outdated Pod once every Pod is ready.
-    let on_delete = spec["updateStrategy"]["type"] == "OnDelete";
+    // Rolling update: replace the highest outdated Pod at or above the partition once every
+    // Pod is ready.
     if !on_delete
         && ready as i64 == replicas
         && (updated as i64) < replicas
         && let Some(p) = in_range
             .iter()
-            .filter(|p| p["metadata"]["labels"]["controller-revision-hash"] != update_rev.as_str())
+            .filter(|p| {
+                p["metadata"]["labels"]["controller-revision-hash"] != update_rev.as_str()
+                    && ordinal(p).is_some_and(|o| o >= partition)
+            })
             .max_by_key(|p| ordinal(p))
     {
         delete_pod(sim, &sts, p);
@@ -289,7 +321,7 @@ mod tests {
         let sts = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "ns", "uid": "u"},
             "spec": {"serviceName": "db", "template": {"metadata": {"labels": {"app": "db"}}, "spec": {"containers": [{"name": "c"}]}},
             "volumeClaimTemplates": [{"metadata": {"name": "data"}}]}});
-        let pod = pod_for(&sts, "db", 2, "db-1");
+        let pod = pod_for(&sts, "db", 2, "db-1", &sts["spec"]["template"]);
         assert_eq!(pod["metadata"]["name"], "db-2");
         assert_eq!(
             pod["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"],
