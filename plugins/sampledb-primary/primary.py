@@ -14,6 +14,12 @@ What it does on each reconcile:
   again only when no other Pod is Ready. Whether the primary fails over so does not depend on
   whether a reconcile happened to run while the Pod was gone: the new Pod can be Ready within a
   second of the old one's deletion.
+* A planned switchover: when the desired StatefulSet (from an earlier plugin) carries the
+  annotation `samples.windlass.dev/switchover-to: <pod>` — the upgrade plugin asks so before
+  the roll restarts the primary's Pod — the primary moves to that Pod if it is Ready, with a
+  Normal `Switchover` event naming why (`samples.windlass.dev/switchover-for`); a Pod not
+  Ready is not handed the primary (the upgrade asks again on its next run). A failover while
+  a switchover is asked for goes to the Pod asked for, and is reported as a failover.
 * Every database Pod gets the label `samples.windlass.dev/role=primary|replica`: the plugin emits
   a Pod object holding only that label, which the host server-side-applies (it does not own the
   Pods, the StatefulSet does).
@@ -39,6 +45,8 @@ from windlass import InvalidParent, log
 ROLE_LABEL = "samples.windlass.dev/role"
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
+SWITCHOVER_TO = "samples.windlass.dev/switchover-to"
+SWITCHOVER_FOR = "samples.windlass.dev/switchover-for"
 REQUEUE_WITHOUT_PRIMARY_SECS = 10
 
 
@@ -65,6 +73,12 @@ class Primary(windlass.Plugin):
         primary = choose_primary(name, current, ready, made_again(current, current_uid, uids))
 
         out = ctx.output()
+        # A failover (the primary not Ready, or made again) goes to the Pod asked for too, but is
+        # no planned switchover.
+        failing_over = primary != current
+        planned = switchover(out.find("apps/v1/StatefulSet", name), current, primary, ready)
+        if planned:
+            primary = planned[0]
         service = out.find("v1/Service", name)
         if service is not None:
             select_primary(service)
@@ -80,7 +94,7 @@ class Primary(windlass.Plugin):
             if current and uids.get(current) and uids[current] != current_uid:
                 out.status("primaryUID", uids[current])
             out.requeue_after(REQUEUE_WITHOUT_PRIMARY_SECS)
-        report(out, current, primary)
+        report(out, current, primary, planned[1] if planned and not failing_over else None)
         log.debug(f"{name}: {len(ready)}/{len(pods)} database Pods ready, primary {primary} (was {current})")
         return out
 
@@ -144,6 +158,16 @@ def choose_primary(name, current, ready, made_again=False):
     return min(others or ready, key=lambda pod: ordinal(name, pod))
 
 
+def switchover(statefulset, current, primary, ready):
+    """A planned switchover the desired StatefulSet asks for (see above): `(pod, why)` when
+    the primary is to move to a Ready Pod other than the one chosen, else None."""
+    annotations = ((statefulset or {}).get("metadata") or {}).get("annotations") or {}
+    to = text(annotations.get(SWITCHOVER_TO))
+    if not to or current is None or primary is None or to == primary or to not in ready:
+        return None
+    return to, text(annotations.get(SWITCHOVER_FOR)) or "a request on the StatefulSet"
+
+
 def role_patch(pod, role):
     """A Pod object carrying only the role label: the host applies just these fields."""
     return {
@@ -160,13 +184,16 @@ def select_primary(service):
     spec["selector"] = {**selector, ROLE_LABEL: "primary"}
 
 
-def report(out, current, primary):
-    """The condition and events that tell what happened."""
+def report(out, current, primary, planned_for=None):
+    """The condition and events that tell what happened; `planned_for` says why a planned
+    switchover moved the primary."""
     if primary is None:
         out.condition("PrimaryElected", False, "NoReadyReplica", "no database Pod is ready")
         return
     out.condition("PrimaryElected", True, "Elected", f"{primary} is the primary")
     if current is None:
         out.event("Elected", f"{primary} is the primary")
+    elif planned_for is not None:
+        out.event("Switchover", f"planned switchover from {current} to {primary} for {planned_for}")
     elif current != primary:
         out.event("FailedOver", f"primary moved from {current} to {primary}", warning=True)

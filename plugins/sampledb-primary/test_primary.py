@@ -55,6 +55,17 @@ def client_service():
     }
 
 
+SWITCHOVER = {"samples.windlass.dev/switchover-to": "orders-1", "samples.windlass.dev/switchover-for": "the upgrade to 17.0"}
+
+
+def statefulset(annotations=None):
+    """The desired StatefulSet an earlier plugin produced, with `annotations`."""
+    meta = {"name": NAME}
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta, "spec": {"replicas": 3}}
+
+
 HEADLESS = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": f"{NAME}-headless"}}
 
 
@@ -168,6 +179,37 @@ class Reconcile(unittest.TestCase):
         out = run("orders-0", observed=[pod(0, deleting=True), pod(1)])
         self.assertEqual(out.status_fragment, {"primary": "orders-1", "primaryUID": uid(1)})
         self.assertNotIn("orders-0", roles(out))
+
+    def test_a_planned_switchover_moves_the_primary_to_the_ready_pod_asked_for(self):
+        sts = statefulset(SWITCHOVER)
+        out = run("orders-0", observed=[pod(0), pod(1), pod(2)], desired=[sts, client_service()], current_uid=uid(0))
+        self.assertEqual(out.status_fragment, {"primary": "orders-1", "primaryUID": uid(1)})
+        self.assertEqual(roles(out), {"orders-0": "replica", "orders-1": "primary", "orders-2": "replica"})
+        self.assertEqual(
+            events(out),
+            [(False, "Switchover", "planned switchover from orders-0 to orders-1 for the upgrade to 17.0")],
+        )
+        self.assertEqual(out.find("apps/v1/StatefulSet", NAME), sts, "passed on unchanged")
+        # Asked again once it is done: nothing more happens.
+        again = run("orders-1", observed=[pod(0), pod(1), pod(2)], desired=[statefulset(SWITCHOVER)], current_uid=uid(1))
+        self.assertEqual(again.status_fragment, {"primary": "orders-1", "primaryUID": uid(1)})
+        self.assertEqual(again.events, [])
+
+    def test_a_switchover_to_a_pod_not_ready_or_not_there_keeps_the_primary(self):
+        for observed in ([pod(0), pod(1, ready=False), pod(2)], [pod(0), pod(1, deleting=True)], [pod(0)]):
+            out = run("orders-0", observed=observed, desired=[statefulset(SWITCHOVER)], current_uid=uid(0))
+            self.assertEqual(out.status_fragment, {"primary": "orders-0", "primaryUID": uid(0)})
+            self.assertEqual(out.events, [])
+
+    def test_a_switchover_request_does_not_stop_a_failover(self):
+        # The primary went unready while a switchover to orders-2 was asked: orders-2 (Ready)
+        # takes over, and the event says it was a failover, not a planned change.
+        out = run("orders-0", observed=[pod(0, ready=False), pod(1), pod(2)], desired=[statefulset({**SWITCHOVER, primary.SWITCHOVER_TO: "orders-2"})], current_uid=uid(0))
+        self.assertEqual(out.status_fragment, {"primary": "orders-2", "primaryUID": uid(2)})
+        self.assertEqual(events(out), [(True, "FailedOver", "primary moved from orders-0 to orders-2")])
+        # Without a reason annotation the event says where the request came from.
+        out = run("orders-0", observed=[pod(0), pod(1)], desired=[statefulset({primary.SWITCHOVER_TO: "orders-1"})])
+        self.assertEqual(events(out), [(False, "Switchover", "planned switchover from orders-0 to orders-1 for a request on the StatefulSet")])
 
     def test_no_ready_pod_keeps_the_last_primary_and_requeues(self):
         out = run("orders-0", observed=[pod(0, ready=False)], desired=[client_service()], current_uid=uid(0))

@@ -25,6 +25,7 @@ use k8s_openapi::api::{
     apps::v1::StatefulSet,
     batch::v1::{CronJob, Job},
     core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service},
+    events::v1::Event,
     policy::v1::PodDisruptionBudget,
 };
 use kube::{
@@ -308,6 +309,24 @@ impl Cluster {
             .expect("Pod status patched");
     }
 
+    /// The notes of the events with `reason` on the object named `name`.
+    async fn event_notes(&self, name: &str, reason: &str) -> Vec<String> {
+        let events: Vec<Event> = self
+            .api::<Event>()
+            .list(&ListParams::default())
+            .await
+            .expect("events")
+            .items;
+        events
+            .into_iter()
+            .filter(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                    && e.reason.as_deref() == Some(reason)
+            })
+            .filter_map(|e| e.note)
+            .collect()
+    }
+
     async fn role(&self, pod: &str) -> Option<String> {
         self.get::<Pod>(pod)
             .await?
@@ -322,6 +341,7 @@ impl Cluster {
         let apis: Vec<(&str, Api<DynamicObject>)> = [
             ("Job", ApiResource::erase::<Job>(&())),
             ("StatefulSet", ApiResource::erase::<StatefulSet>(&())),
+            ("Pod", ApiResource::erase::<Pod>(&())),
             (
                 "PersistentVolumeClaim",
                 ApiResource::erase::<PersistentVolumeClaim>(&()),
@@ -397,6 +417,26 @@ impl Timeline {
             .map(|e| e.rv)
     }
 
+    /// What `of` gives for each change of `kind/name` after resourceVersion `after`, in order,
+    /// each value once in a row.
+    fn values_after(
+        &self,
+        kind: &str,
+        name: &str,
+        after: u64,
+        of: impl Fn(&Entry) -> Value,
+    ) -> Vec<Value> {
+        let mut events = self.events.lock().expect("timeline").clone();
+        events.sort_by_key(|e| e.rv);
+        let mut values: Vec<Value> = events
+            .iter()
+            .filter(|e| e.kind == kind && e.name == name && e.rv > after)
+            .map(of)
+            .collect();
+        values.dedup();
+        values
+    }
+
     fn any(&self, kind: &str, name: &str) -> bool {
         self.first(kind, name, |_| true).is_some()
     }
@@ -454,6 +494,13 @@ fn image(sts: &StatefulSet) -> String {
         .and_then(|p| p.containers.first())
         .and_then(|c| c.image.clone())
         .unwrap_or_default()
+}
+
+fn pod_image(e: &Entry) -> String {
+    e.object["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 fn sts_image(e: &Entry) -> String {
@@ -727,6 +774,55 @@ async fn a_sampledb_lives_from_create_through_backup_failover_upgrade_to_a_snaps
     let status = k
         .status_until("orders", "running 17.0", |s| s["currentVersion"] == "17.0")
         .await;
+    // The roll: the replica above the primary (orders-1) first, then a planned switchover to
+    // it, then the old primary — one primary change, announced as planned, no failover.
+    let asked = timeline
+        .first("SampleDB", "orders", |e| {
+            e.object["spec"]["version"] == "17.0"
+        })
+        .expect("the upgrade asked for");
+    assert_eq!(
+        timeline.values_after("SampleDB", "orders", asked, |e| {
+            e.object["status"]["primary"].clone()
+        }),
+        [json!("orders-1"), json!("orders-2")],
+        "one primary change during the upgrade"
+    );
+    let switched = timeline.first("SampleDB", "orders", |e| {
+        e.rv > asked && e.object["status"]["primary"] == "orders-2"
+    });
+    let replica_rolled = timeline.first("Pod", "orders-2", |e| {
+        e.rv > asked && pod_image(e) == "sampledb:17.0" && has_condition(&e.object, "Ready")
+    });
+    let primary_restarted = timeline.first("Pod", "orders-1", |e| {
+        e.rv > asked
+            && (e.verb == "deleted" || e.object["metadata"]["deletionTimestamp"].is_string())
+    });
+    timeline.assert_before(
+        ("orders-2 ready on 17.0", replica_rolled),
+        ("the switchover to orders-2", switched),
+    );
+    timeline.assert_before(
+        ("the switchover to orders-2", switched),
+        (
+            "the old primary's Pod orders-1 restarted",
+            primary_restarted,
+        ),
+    );
+    let switchovers = eventually("the Switchover event", || async {
+        let notes = k.event_notes("orders", "Switchover").await;
+        (!notes.is_empty()).then_some(notes)
+    })
+    .await;
+    assert_eq!(
+        switchovers,
+        ["sampledb-primary: planned switchover from orders-1 to orders-2 for the upgrade to 17.0"]
+    );
+    assert_eq!(
+        k.event_notes("orders", "FailedOver").await,
+        ["sampledb-primary: primary moved from orders-0 to orders-1"],
+        "the one failover is the one made above"
+    );
     // The upgrade is recorded before the data is migrated, and the record is cleared with the
     // new version.
     let recorded = timeline.first("SampleDB", "orders", |e| {

@@ -290,6 +290,12 @@ pub const BACKUP_MOUNT: &str = "/backups";
 /// Label on each database Pod: `primary` or `replica` (set by the primary election plugin); the
 /// client (read-write) Service selects `primary`.
 pub const ROLE_LABEL: &str = "samples.windlass.dev/role";
+/// Annotation on the desired StatefulSet by which the upgrade plugin asks the primary plugin
+/// (later in the pipeline) for a planned switchover to the Pod it names, before the roll
+/// restarts the primary's Pod.
+pub const SWITCHOVER_TO: &str = "samples.windlass.dev/switchover-to";
+/// Beside [`SWITCHOVER_TO`]: why, for the primary plugin's event (`the upgrade to 17.0`).
+pub const SWITCHOVER_FOR: &str = "samples.windlass.dev/switchover-for";
 
 /// The labels every SampleDB object carries and selects on.
 pub fn selector_labels(name: &str) -> BTreeMap<String, String> {

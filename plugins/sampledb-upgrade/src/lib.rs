@@ -20,9 +20,10 @@
 //!      the database to the backup volume (config `backupClaim`, default `sampledb-backups`);
 //!   2. once it completes, the upgrade Job (`<name>-upgrade-<version>`, the new image) runs
 //!      `sampledb-upgrade --from <current> --to <target>`;
-//!   3. once it completes, the image is released and the StatefulSet rolls; when every
-//!      replica runs the new image and is ready, `currentVersion` becomes the target
-//!      (`Upgraded`, with a Normal event).
+//!   3. once it completes, the image is released and the StatefulSet rolls, the replicas
+//!      first, then a planned switchover (the primary plugin moves the primary to an updated
+//!      replica), then the old primary (see `roll`); when every replica runs the new image and
+//!      is ready, `currentVersion` becomes the target (`Upgraded`, with a Normal event).
 //!
 //!   `status.upgradingTo` records the target before the upgrade Job is applied (the Job is
 //!   applied only in a run that sees the record): from then on the data may be being
@@ -36,6 +37,7 @@
 //!   Warning event): delete it to try again.
 
 mod jobs;
+mod roll;
 
 use std::time::Duration;
 
@@ -45,7 +47,7 @@ use sampledb_api::{
 use serde::Deserialize;
 use windlass_sdk::{
     Context, Error, Info, Output, Plugin, Result, Value,
-    k8s_openapi::api::{apps::v1::StatefulSet, batch::v1::Job},
+    k8s_openapi::api::{apps::v1::StatefulSet, batch::v1::Job, core::v1::Pod},
 };
 
 use jobs::JobState;
@@ -125,6 +127,7 @@ impl Plugin for Upgrade {
             .parent(KIND_KEY)
             .child::<StatefulSet>()
             .child::<Job>()
+            .reads::<Pod>()
     }
 
     /// The upgrade, and `Ready` false whenever `Upgrade` is (under way, refused, waiting): the
@@ -409,12 +412,18 @@ fn upgrade(
         out.condition(CONDITION, true, "Upgraded", message.clone());
         out.event("Upgraded", message);
     } else {
+        let replicas = out
+            .find("apps/v1/StatefulSet", &names::statefulset(name))
+            .and_then(|s| s.pointer("/spec/replicas")?.as_i64())
+            .unwrap_or(1);
+        let plan = roll::plan(ctx, name, &new_image, replicas);
+        roll::apply(out, name, &plan, target);
         out.status("phase", "Upgrading");
         out.condition(
             CONDITION,
             false,
             "RollingOut",
-            format!("data migrated to {target}; waiting for every replica to run {new_image}"),
+            format!("data migrated to {target}; {}", plan.doing),
         );
     }
     Ok(())
@@ -429,15 +438,7 @@ fn rolled(ctx: &Context, name: &str, image: &str) -> bool {
     };
     let int = |p: &str| sts.pointer(p).and_then(Value::as_i64);
     let text = |p: &str| sts.pointer(p).and_then(Value::as_str);
-    let runs_image = sts
-        .pointer("/spec/template/spec/containers")
-        .and_then(Value::as_array)
-        .is_some_and(|cs| {
-            cs.iter().any(|c| {
-                c.get("name").and_then(Value::as_str) == Some(CONTAINER)
-                    && c.get("image").and_then(Value::as_str) == Some(image)
-            })
-        });
+    let runs_image = roll::runs(sts.pointer("/spec/template/spec/containers"), image);
     let replicas = int("/spec/replicas").unwrap_or(1);
     runs_image
         && int("/status/observedGeneration").unwrap_or(0)

@@ -501,3 +501,184 @@ fn supported_versions_must_be_versions() {
         );
     }
 }
+
+/// The roll once the data is migrated, with `primary` recorded and `pods` observed as
+/// `(ordinal, ready, updated)`; the observed StatefulSet already has the new template.
+fn rolling(primary: Option<&str>, pods: &[(i64, bool, bool)]) -> Output {
+    let mut observed = job("orders-pre-upgrade-17-0", JobState::Complete(AT))
+        + &job("orders-upgrade-17-0", JobState::Complete(AT))
+        + &observed_sts("mirror/sampledb:17.0", 2, 2, "orders-new")
+            .replace("updatedReplicas: 3", "updatedReplicas: 0");
+    for (i, ready, updated) in pods {
+        let revision = if *updated { "orders-new" } else { "orders-old" };
+        observed += &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: orders-{i}\n  labels:\n    \
+             app.kubernetes.io/instance: orders\n    statefulset.kubernetes.io/pod-name: orders-{i}\n    \
+             controller-revision-hash: {revision}\n\
+             status: {{conditions: [{{type: Ready, status: \"{}\"}}]}}\n---\n",
+            if *ready { "True" } else { "False" }
+        );
+    }
+    let h = recorded("17.0", &observed);
+    run(match primary {
+        Some(p) => h.with_parent(|d| d["status"]["primary"] = p.into()),
+        None => h,
+    })
+}
+
+/// The partition and the switchover the roll asked for.
+fn roll_of(out: &Output) -> (i64, Option<&str>) {
+    let sts = out.find("apps/v1/StatefulSet", "orders").unwrap();
+    assert_eq!(sts["spec"]["updateStrategy"]["type"], "RollingUpdate");
+    let partition = sts["spec"]["updateStrategy"]["rollingUpdate"]["partition"]
+        .as_i64()
+        .unwrap();
+    let to = sts["metadata"]["annotations"][sampledb_api::SWITCHOVER_TO].as_str();
+    if to.is_some() {
+        assert_eq!(
+            sts["metadata"]["annotations"][sampledb_api::SWITCHOVER_FOR],
+            "the upgrade to 17.0"
+        );
+    }
+    (partition, to)
+}
+
+fn message(out: &Output) -> &str {
+    &out.condition_of("Upgrade").unwrap().message
+}
+
+#[test]
+fn the_replicas_roll_first_then_a_planned_switchover_then_the_old_primary() {
+    // The primary on orders-0: the replicas above it are updated first, the primary held.
+    let out = rolling(
+        Some("orders-0"),
+        &[(0, true, false), (1, true, false), (2, true, false)],
+    );
+    assert_eq!(image(&out), "mirror/sampledb:17.0");
+    assert_eq!(roll_of(&out), (1, None));
+    assert_eq!(reason(&out), (false, "RollingOut"));
+    assert!(
+        message(&out)
+            .contains("updating the replicas orders-1, orders-2 to mirror/sampledb:17.0 first"),
+        "{}",
+        message(&out)
+    );
+    // One replica done, the other not yet: still no switchover.
+    let out = rolling(
+        Some("orders-0"),
+        &[(0, true, false), (1, true, false), (2, true, true)],
+    );
+    assert_eq!(roll_of(&out), (1, None));
+    // An updated replica that is not ready yet is not handed the primary, and the message says
+    // what the roll waits for.
+    let out = rolling(
+        Some("orders-0"),
+        &[(0, true, false), (1, false, true), (2, true, true)],
+    );
+    assert_eq!(roll_of(&out), (1, None));
+    assert!(
+        message(&out).contains("waiting for orders-1 to be ready"),
+        "{}",
+        message(&out)
+    );
+    // Every replica updated and ready: the primary is handed to the lowest of them; the
+    // partition still holds the primary's Pod.
+    let out = rolling(
+        Some("orders-0"),
+        &[(0, true, false), (1, true, true), (2, true, true)],
+    );
+    assert_eq!(roll_of(&out), (1, Some("orders-1")));
+    assert!(message(&out).contains("planned switchover from orders-0 to orders-1"));
+    assert!(out.events().is_empty(), "the primary plugin announces it");
+    // Once the primary is an updated Pod, the rest rolls: the old primary last.
+    let out = rolling(
+        Some("orders-1"),
+        &[(0, true, false), (1, true, true), (2, true, true)],
+    );
+    assert_eq!(roll_of(&out), (0, None));
+}
+
+#[test]
+fn a_primary_in_the_middle_keeps_its_pod_until_the_replicas_above_it_run_the_new_version() {
+    let out = rolling(
+        Some("orders-1"),
+        &[(0, true, false), (1, true, false), (2, true, false)],
+    );
+    assert_eq!(roll_of(&out), (2, None));
+    let out = rolling(
+        Some("orders-1"),
+        &[(0, true, false), (1, true, false), (2, true, true)],
+    );
+    assert_eq!(roll_of(&out), (2, Some("orders-2")));
+    let out = rolling(
+        Some("orders-2"),
+        &[(0, true, false), (1, true, false), (2, true, true)],
+    );
+    assert_eq!(roll_of(&out), (0, None));
+}
+
+#[test]
+fn a_primary_on_the_highest_ordinal_is_handed_over_before_any_pod_rolls() {
+    // The StatefulSet updates the highest ordinal first: every Pod is held, and the primary
+    // goes to the lowest ready replica.
+    let out = rolling(
+        Some("orders-2"),
+        &[(0, false, false), (1, true, false), (2, true, false)],
+    );
+    assert_eq!(roll_of(&out), (3, Some("orders-1")));
+    assert!(message(&out).contains("planned switchover to orders-1 before the roll"));
+    // An updated replica (a roll interrupted earlier) is preferred: no second change then.
+    let out = rolling(
+        Some("orders-2"),
+        &[(0, true, false), (1, true, true), (2, true, false)],
+    );
+    assert_eq!(roll_of(&out), (3, Some("orders-1")));
+    let out = rolling(
+        Some("orders-2"),
+        &[(0, true, false), (1, true, false), (2, true, false)],
+    );
+    assert_eq!(roll_of(&out), (3, Some("orders-0")));
+    // No replica ready: nothing rolls, and the condition says what it waits for.
+    let out = rolling(
+        Some("orders-2"),
+        &[(0, false, false), (1, false, false), (2, true, false)],
+    );
+    assert_eq!(roll_of(&out), (3, None));
+    assert!(message(&out).contains("waiting for a ready replica to hand over to"));
+}
+
+#[test]
+fn without_a_recorded_primary_or_replicas_to_hand_over_to_the_statefulset_just_rolls() {
+    let out = rolling(
+        None,
+        &[(0, true, false), (1, true, false), (2, true, false)],
+    );
+    assert_eq!(roll_of(&out), (0, None));
+    assert!(message(&out).contains("no primary recorded"));
+    // A primary named that is no Pod of this StatefulSet is no primary to protect.
+    let out = rolling(
+        Some("other-0"),
+        &[(0, true, false), (1, true, false), (2, true, false)],
+    );
+    assert_eq!(roll_of(&out), (0, None));
+}
+
+#[test]
+fn pods_count_as_updated_only_once_the_statefulset_has_the_new_template() {
+    // The observed StatefulSet still has the old template: its updateRevision is the old one,
+    // so no Pod counts as updated, and no switchover is asked for.
+    let mut observed = job("orders-pre-upgrade-17-0", JobState::Complete(AT))
+        + &job("orders-upgrade-17-0", JobState::Complete(AT))
+        + &observed_sts("mirror/sampledb:16.4", 1, 1, "orders-old");
+    for i in 0..3 {
+        observed += &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: orders-{i}\n  labels:\n    \
+             app.kubernetes.io/instance: orders\n    controller-revision-hash: orders-old\n\
+             status: {{conditions: [{{type: Ready, status: \"True\"}}]}}\n---\n"
+        );
+    }
+    let out = run(
+        recorded("17.0", &observed).with_parent(|d| d["status"]["primary"] = "orders-0".into())
+    );
+    assert_eq!(roll_of(&out), (1, None));
+}
