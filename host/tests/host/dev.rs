@@ -201,3 +201,186 @@ async fn windlass_dev_reconciles_the_example_sampledb_on_a_real_control_plane() 
     );
     assert!(sdbs.get("example-database").await.is_ok());
 }
+
+/// One command of the README's walkthrough, and what it must do.
+#[derive(Debug)]
+struct Step {
+    text: String,
+    expect: Expect,
+}
+
+#[derive(Debug, PartialEq)]
+enum Expect {
+    /// Exit 0.
+    Success,
+    /// A watch (`-w`): a reader stops it; it must still be running after a while (exit 124
+    /// from `timeout`), not have failed.
+    Watch,
+    /// `# refused: TEXT`: it must fail, saying TEXT.
+    Refused(String),
+}
+
+/// The commands of the README's walkthrough (the `sh` block after "With `cargo xtask dev`
+/// running"): a line with its `\` continuations, or with the body of its here-document.
+fn walkthrough(readme: &str) -> Vec<Step> {
+    let start = readme
+        .find("With `cargo xtask dev` running")
+        .expect("the README's walkthrough");
+    let block = readme[start..]
+        .split_once("```sh\n")
+        .and_then(|(_, rest)| rest.split_once("\n```"))
+        .expect("its sh block")
+        .0;
+    let mut steps = Vec::new();
+    let mut lines = block.lines();
+    while let Some(line) = lines.next() {
+        if line.trim().is_empty() || line.trim_start().starts_with('#') {
+            continue;
+        }
+        let mut text = line.to_string();
+        while text.ends_with('\\') {
+            text.push('\n');
+            text.push_str(lines.next().expect("a continued line"));
+        }
+        let heredoc = text.split_once("<<").map(|(_, w)| {
+            w.split_whitespace()
+                .next()
+                .expect("a here-document's word")
+                .to_string()
+        });
+        if let Some(word) = heredoc {
+            for body in lines.by_ref() {
+                text.push('\n');
+                text.push_str(body);
+                if body == word {
+                    break;
+                }
+            }
+        }
+        let command = text.split("  #").next().unwrap_or_default();
+        let expect = if let Some((_, said)) = text.split_once("# refused: ") {
+            Expect::Refused(said.trim().to_string())
+        } else if command.split_whitespace().any(|w| w == "-w") {
+            Expect::Watch
+        } else {
+            Expect::Success
+        };
+        steps.push(Step { text, expect });
+    }
+    steps
+}
+
+#[test]
+fn the_walkthrough_is_read_as_its_commands() {
+    let steps = walkthrough(
+        "With `cargo xtask dev` running, in another terminal:\n\n```sh\nexport A=b\n# a comment\n\
+         kubectl get x -w   # watch\nkubectl patch p \\\n  -p '{}'   # refused: spec.replicas\n\
+         kubectl create -f - <<END\nkind: X\nEND\n```\n",
+    );
+    let got: Vec<(&str, &Expect)> = steps.iter().map(|s| (s.text.as_str(), &s.expect)).collect();
+    assert_eq!(
+        got,
+        [
+            ("export A=b", &Expect::Success),
+            ("kubectl get x -w   # watch", &Expect::Watch),
+            (
+                "kubectl patch p \\\n  -p '{}'   # refused: spec.replicas",
+                &Expect::Refused("spec.replicas".into())
+            ),
+            ("kubectl create -f - <<END\nkind: X\nEND", &Expect::Success),
+        ]
+    );
+}
+
+/// The README's walkthrough, run as written against `windlass dev` (what `cargo xtask dev`
+/// runs), so that the README cannot drift from what the project does: every command must
+/// succeed, each watch must still be watching when stopped after a few seconds, and each
+/// command marked `# refused: …` must fail saying so. The README's `kubectl wait` lines are
+/// what check its claims (Ready, a backup, the failover, the upgrade, the refusals, the delete).
+#[test]
+fn the_readme_walkthrough_runs_as_written() {
+    use std::fmt::Write;
+    use std::process::Stdio;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let steps = walkthrough(&std::fs::read_to_string(root.join("README.md")).unwrap());
+    assert!(
+        steps.len() > 30 && steps.iter().filter(|s| s.expect == Expect::Watch).count() >= 3,
+        "{steps:#?}"
+    );
+    assert_eq!(
+        steps[0].text, "export KUBECONFIG=target/windlass-dev.kubeconfig",
+        "the walkthrough starts where `cargo xtask dev` writes its kubeconfig"
+    );
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir(work.path().join("target")).unwrap();
+    let mut dev = Command::new(env!("CARGO_BIN_EXE_windlass"))
+        .args(["dev", "--admin-addr", "127.0.0.1:0", "--port", "0"])
+        .arg("--kubeconfig-out")
+        .arg(work.path().join("target/windlass-dev.kubeconfig"))
+        .current_dir(root)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("windlass dev starts");
+    struct Stop(std::process::Child);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let started = std::time::Instant::now();
+    while !work.path().join("target/windlass-dev.kubeconfig").exists() {
+        assert!(
+            dev.try_wait().unwrap().is_none(),
+            "windlass dev stopped early"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(120));
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let dev = Stop(dev);
+    // One shell for the whole walkthrough (its variables and exports carry on), each command's
+    // output kept, and the first one that does not do what it should ends it.
+    let mut script = String::from("set -u\nout=$(mktemp -d)\n");
+    for (i, step) in steps.iter().enumerate() {
+        let run = match step.expect {
+            Expect::Watch => format!("timeout 8 {}", step.text),
+            _ => step.text.clone(),
+        };
+        let check = match &step.expect {
+            Expect::Success => "[ $rc -eq 0 ]".to_string(),
+            Expect::Watch => "[ $rc -eq 124 ] && [ -s \"$out/step\" ]".to_string(),
+            Expect::Refused(said) => {
+                format!("[ $rc -ne 0 ] && grep -qF -- '{said}' \"$out/step\"")
+            }
+        };
+        writeln!(
+            script,
+            "{{ {run}\n}} > \"$out/step\" 2>&1; rc=$?\n\
+             if ! {{ {check}; }}; then echo 'step {i} did not do what the README says (exit '$rc'):'; \
+             cat <<'__STEP__'\n{text}\n__STEP__\necho '--- its output:'; cat \"$out/step\"; exit 1; fi\n\
+             echo 'step {i} ok'",
+            text = step.text
+        )
+        .unwrap();
+    }
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .current_dir(work.path())
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("bash runs");
+    drop(dev);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout.lines().filter(|l| l.ends_with(" ok")).count(),
+        steps.len(),
+        "{stdout}"
+    );
+}
