@@ -18,7 +18,9 @@ What it does on each reconcile:
   annotation `samples.windlass.dev/switchover-to: <pod>` — the upgrade plugin asks so before
   the roll restarts the primary's Pod — the primary moves to that Pod if it is Ready, with a
   Normal `Switchover` event naming why (`samples.windlass.dev/switchover-for`); a Pod not
-  Ready is not handed the primary (the upgrade asks again on its next run). A failover while
+  Ready is not handed the primary (the upgrade asks again on its next run), nor is a request
+  made of another primary than the current one (`samples.windlass.dev/switchover-from`: the
+  asker saw a status that has moved on since). A failover while
   a switchover is asked for goes to the Pod asked for, and is reported as a failover.
 * Every database Pod gets the label `samples.windlass.dev/role=primary|replica`: the plugin emits
   a Pod object holding only that label, which the host server-side-applies (it does not own the
@@ -47,6 +49,7 @@ POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 SWITCHOVER_TO = "samples.windlass.dev/switchover-to"
 SWITCHOVER_FOR = "samples.windlass.dev/switchover-for"
+SWITCHOVER_FROM = "samples.windlass.dev/switchover-from"
 REQUEUE_WITHOUT_PRIMARY_SECS = 10
 
 
@@ -164,6 +167,10 @@ def switchover(statefulset, current, primary, ready):
     annotations = ((statefulset or {}).get("metadata") or {}).get("annotations") or {}
     to = text(annotations.get(SWITCHOVER_TO))
     if not to or current is None or primary is None or to == primary or to not in ready:
+        return None
+    asked_from = text(annotations.get(SWITCHOVER_FROM))
+    if asked_from is not None and asked_from != current:
+        # Asked of a primary that is no longer: the asker's view was stale.
         return None
     return to, text(annotations.get(SWITCHOVER_FOR)) or "a request on the StatefulSet"
 

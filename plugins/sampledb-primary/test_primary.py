@@ -55,7 +55,11 @@ def client_service():
     }
 
 
-SWITCHOVER = {"samples.windlass.dev/switchover-to": "orders-1", "samples.windlass.dev/switchover-for": "the upgrade to 17.0"}
+SWITCHOVER = {
+    "samples.windlass.dev/switchover-to": "orders-1",
+    "samples.windlass.dev/switchover-from": "orders-0",
+    "samples.windlass.dev/switchover-for": "the upgrade to 17.0",
+}
 
 
 def statefulset(annotations=None):
@@ -200,6 +204,12 @@ class Reconcile(unittest.TestCase):
             out = run("orders-0", observed=observed, desired=[statefulset(SWITCHOVER)], current_uid=uid(0))
             self.assertEqual(out.status_fragment, {"primary": "orders-0", "primaryUID": uid(0)})
             self.assertEqual(out.events, [])
+
+    def test_a_switchover_asked_of_another_primary_is_not_carried_out(self):
+        # Asked from orders-0 on a stale status; orders-2 is the primary now.
+        out = run("orders-2", observed=[pod(0), pod(1), pod(2)], desired=[statefulset(SWITCHOVER)], current_uid=uid(2))
+        self.assertEqual(out.status_fragment, {"primary": "orders-2", "primaryUID": uid(2)})
+        self.assertEqual(out.events, [])
 
     def test_a_switchover_request_does_not_stop_a_failover(self):
         # The primary went unready while a switchover to orders-2 was asked: orders-2 (Ready)

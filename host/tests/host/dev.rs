@@ -313,13 +313,14 @@ fn the_readme_walkthrough_runs_as_written() {
     );
     let work = tempfile::tempdir().unwrap();
     std::fs::create_dir(work.path().join("target")).unwrap();
+    let log_path = work.path().join("windlass-dev.log");
     let mut dev = Command::new(env!("CARGO_BIN_EXE_windlass"))
         .args(["dev", "--admin-addr", "127.0.0.1:0", "--port", "0"])
         .arg("--kubeconfig-out")
         .arg(work.path().join("target/windlass-dev.kubeconfig"))
         .current_dir(root)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log_path).unwrap())
         .spawn()
         .expect("windlass dev starts");
     struct Stop(std::process::Child);
@@ -329,15 +330,23 @@ fn the_readme_walkthrough_runs_as_written() {
             let _ = self.0.wait();
         }
     }
-    let started = std::time::Instant::now();
-    while !work.path().join("target/windlass-dev.kubeconfig").exists() {
-        assert!(
-            dev.try_wait().unwrap().is_none(),
-            "windlass dev stopped early"
-        );
-        assert!(started.elapsed() < std::time::Duration::from_secs(120));
-        std::thread::sleep(std::time::Duration::from_millis(200));
+    let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    // As a reader does: the walkthrough starts once `windlass dev` says it runs (its plugins
+    // loaded and the example applied), not when the kubeconfig appears.
+    let stdout = std::io::BufRead::lines(std::io::BufReader::new(dev.stdout.take().unwrap()));
+    let mut said = String::new();
+    for line in stdout.map_while(Result::ok) {
+        said.push_str(&line);
+        said.push('\n');
+        if line == "Ctrl-C stops it." {
+            break;
+        }
     }
+    assert!(
+        said.ends_with("Ctrl-C stops it.\n"),
+        "windlass dev stopped before it ran:\n{said}\n{}",
+        log()
+    );
     let dev = Stop(dev);
     // One shell for the whole walkthrough (its variables and exports carry on), each command's
     // output kept, and the first one that does not do what it should ends it.
@@ -375,8 +384,9 @@ fn the_readme_walkthrough_runs_as_written() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        "{stdout}\n{}\n--- windlass dev's log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        log()
     );
     assert_eq!(
         stdout.lines().filter(|l| l.ends_with(" ok")).count(),

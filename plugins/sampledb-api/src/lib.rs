@@ -294,6 +294,9 @@ pub const ROLE_LABEL: &str = "samples.windlass.dev/role";
 /// (later in the pipeline) for a planned switchover to the Pod it names, before the roll
 /// restarts the primary's Pod.
 pub const SWITCHOVER_TO: &str = "samples.windlass.dev/switchover-to";
+/// Beside [`SWITCHOVER_TO`]: the primary the switchover was asked from; the primary plugin acts
+/// only while that Pod is still the primary.
+pub const SWITCHOVER_FROM: &str = "samples.windlass.dev/switchover-from";
 /// Beside [`SWITCHOVER_TO`]: why, for the primary plugin's event (`the upgrade to 17.0`).
 pub const SWITCHOVER_FOR: &str = "samples.windlass.dev/switchover-for";
 

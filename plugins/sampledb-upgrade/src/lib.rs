@@ -417,7 +417,8 @@ fn upgrade(
             .and_then(|s| s.pointer("/spec/replicas")?.as_i64())
             .unwrap_or(1);
         let plan = roll::plan(ctx, name, &new_image, replicas);
-        roll::apply(out, name, &plan, target);
+        let primary = ctx.status("/primary").and_then(Value::as_str);
+        roll::apply(out, name, &plan, target, primary);
         out.status("phase", "Upgrading");
         out.condition(
             CONDITION,

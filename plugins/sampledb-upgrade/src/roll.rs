@@ -7,9 +7,10 @@
 //! ordinal. With the primary (`status.primary`, the primary plugin's record) on ordinal `k`:
 //!
 //! 1. `partition = k + 1`: the replicas above the primary are updated;
-//! 2. once they all run the new template and are ready, the primary plugin is asked (the
-//!    [`SWITCHOVER_TO`] annotation on the desired StatefulSet) to hand the primary over to the
-//!    lowest of them; the partition stays until `status.primary` names it;
+//! 2. once they all run the new version and are ready, the primary plugin is asked (the
+//!    [`SWITCHOVER_TO`] annotation on the desired StatefulSet, with [`SWITCHOVER_FROM`]
+//!    naming the primary it was asked from) to hand the primary over to the lowest of them;
+//!    the partition stays until `status.primary` names it;
 //! 3. `partition = 0`: the old primary and any replicas below it are updated; the new primary
 //!    already runs the new template and is not restarted again.
 //!
@@ -19,7 +20,7 @@
 //! two planned changes there, no failover. A single replica just restarts (nothing to hand
 //! over to); with no primary recorded (no primary plugin), the StatefulSet rolls as it would.
 
-use sampledb_api::{CONTAINER, SWITCHOVER_FOR, SWITCHOVER_TO, names};
+use sampledb_api::{CONTAINER, SWITCHOVER_FOR, SWITCHOVER_FROM, SWITCHOVER_TO, names};
 use windlass_sdk::{Context, Output, Value, json};
 
 /// What the roll does in this run.
@@ -40,7 +41,7 @@ struct DbPod {
     name: String,
     ordinal: i64,
     ready: bool,
-    /// Runs the StatefulSet's update revision (the new template).
+    /// Runs the new version.
     updated: bool,
 }
 
@@ -132,8 +133,15 @@ pub(crate) fn plan(ctx: &Context, name: &str, image: &str, replicas: i64) -> Pla
 }
 
 /// Writes `plan` into the desired StatefulSet: the partition, and the switchover request the
-/// primary plugin reads.
-pub(crate) fn apply(out: &mut Output, name: &str, plan: &Plan, target: &str) {
+/// primary plugin reads — from `primary` (the primary plugin acts on it only while that is
+/// still the primary, so a request made on a stale status is not carried out).
+pub(crate) fn apply(
+    out: &mut Output,
+    name: &str,
+    plan: &Plan,
+    target: &str,
+    primary: Option<&str>,
+) {
     let Some(sts) = out.find_mut("apps/v1/StatefulSet", &names::statefulset(name)) else {
         return;
     };
@@ -145,6 +153,9 @@ pub(crate) fn apply(out: &mut Output, name: &str, plan: &Plan, target: &str) {
             meta["annotations"] = json!({});
         }
         meta["annotations"][SWITCHOVER_TO] = to.as_str().into();
+        if let Some(from) = primary {
+            meta["annotations"][SWITCHOVER_FROM] = from.into();
+        }
         meta["annotations"][SWITCHOVER_FOR] = format!("the upgrade to {target}").into();
     }
 }
@@ -158,20 +169,12 @@ fn ordinal(set: &str, pod: &str) -> Option<i64> {
         .filter(|o| *o >= 0)
 }
 
-/// The database Pods below `replicas`, not being deleted. A Pod counts as updated only when the
-/// observed StatefulSet already has the new template (its `updateRevision` is then that
-/// template's).
+/// The database Pods below `replicas`, not being deleted. A Pod counts as updated when its
+/// database container runs `image`: that is read from the Pod itself, so a run that sees the
+/// StatefulSet's status behind its spec (each partition change is a new generation) still
+/// knows which Pods run the new version, and never takes the new primary for an old one.
 fn pods(ctx: &Context, name: &str, image: &str, replicas: i64) -> Vec<DbPod> {
     let set = names::statefulset(name);
-    let update_revision = ctx
-        .observed_json("apps/v1/StatefulSet")
-        .find(|s| s.pointer("/metadata/name").and_then(Value::as_str) == Some(&set))
-        .filter(|s| {
-            let int = |p: &str| s.pointer(p).and_then(Value::as_i64).unwrap_or(0);
-            int("/status/observedGeneration") >= int("/metadata/generation")
-                && runs(s.pointer("/spec/template/spec/containers"), image)
-        })
-        .and_then(|s| s.pointer("/status/updateRevision")?.as_str());
     ctx.observed_json("v1/Pod")
         .filter(|p| {
             p.pointer("/metadata/labels/app.kubernetes.io~1instance")
@@ -182,14 +185,11 @@ fn pods(ctx: &Context, name: &str, image: &str, replicas: i64) -> Vec<DbPod> {
         .filter_map(|p| {
             let pod = p.pointer("/metadata/name")?.as_str()?;
             let ordinal = ordinal(&set, pod).filter(|o| *o < replicas)?;
-            let revision = p
-                .pointer("/metadata/labels/controller-revision-hash")
-                .and_then(Value::as_str);
             Some(DbPod {
                 name: pod.to_string(),
                 ordinal,
                 ready: is_ready(p),
-                updated: update_revision.is_some() && revision == update_revision,
+                updated: runs(p.pointer("/spec/containers"), image),
             })
         })
         .collect()

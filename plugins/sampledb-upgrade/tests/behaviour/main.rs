@@ -510,20 +510,24 @@ fn rolling(primary: Option<&str>, pods: &[(i64, bool, bool)]) -> Output {
         + &observed_sts("mirror/sampledb:17.0", 2, 2, "orders-new")
             .replace("updatedReplicas: 3", "updatedReplicas: 0");
     for (i, ready, updated) in pods {
-        let revision = if *updated { "orders-new" } else { "orders-old" };
-        observed += &format!(
-            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: orders-{i}\n  labels:\n    \
-             app.kubernetes.io/instance: orders\n    statefulset.kubernetes.io/pod-name: orders-{i}\n    \
-             controller-revision-hash: {revision}\n\
-             status: {{conditions: [{{type: Ready, status: \"{}\"}}]}}\n---\n",
-            if *ready { "True" } else { "False" }
-        );
+        observed += &pod(*i, *ready, if *updated { "17.0" } else { "16.4" });
     }
     let h = recorded("17.0", &observed);
     run(match primary {
         Some(p) => h.with_parent(|d| d["status"]["primary"] = p.into()),
         None => h,
     })
+}
+
+/// Observed Pod `orders-<i>`, running `version`.
+fn pod(i: i64, ready: bool, version: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: orders-{i}\n  labels:\n    \
+         app.kubernetes.io/instance: orders\n    statefulset.kubernetes.io/pod-name: orders-{i}\n\
+         spec: {{containers: [{{name: sampledb, image: \"mirror/sampledb:{version}\"}}]}}\n\
+         status: {{conditions: [{{type: Ready, status: \"{}\"}}]}}\n---\n",
+        if ready { "True" } else { "False" }
+    )
 }
 
 /// The partition and the switchover the roll asked for.
@@ -538,6 +542,12 @@ fn roll_of(out: &Output) -> (i64, Option<&str>) {
         assert_eq!(
             sts["metadata"]["annotations"][sampledb_api::SWITCHOVER_FOR],
             "the upgrade to 17.0"
+        );
+        assert!(
+            sts["metadata"]["annotations"][sampledb_api::SWITCHOVER_FROM]
+                .as_str()
+                .is_some_and(|from| from.starts_with("orders-")),
+            "asked from the recorded primary: {sts}"
         );
     }
     (partition, to)
@@ -664,21 +674,22 @@ fn without_a_recorded_primary_or_replicas_to_hand_over_to_the_statefulset_just_r
 }
 
 #[test]
-fn pods_count_as_updated_only_once_the_statefulset_has_the_new_template() {
-    // The observed StatefulSet still has the old template: its updateRevision is the old one,
-    // so no Pod counts as updated, and no switchover is asked for.
+fn a_pod_counts_as_updated_by_the_version_it_runs_whatever_the_statefulsets_status_says() {
+    // Each partition change is a new generation: a run may see the StatefulSet's status behind
+    // its spec (here an old updateRevision, not yet observed). The new primary orders-2 runs
+    // 17.0: the rest rolls, and the primary is not handed back to an old Pod.
     let mut observed = job("orders-pre-upgrade-17-0", JobState::Complete(AT))
         + &job("orders-upgrade-17-0", JobState::Complete(AT))
-        + &observed_sts("mirror/sampledb:16.4", 1, 1, "orders-old");
-    for i in 0..3 {
-        observed += &format!(
-            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: orders-{i}\n  labels:\n    \
-             app.kubernetes.io/instance: orders\n    controller-revision-hash: orders-old\n\
-             status: {{conditions: [{{type: Ready, status: \"True\"}}]}}\n---\n"
-        );
-    }
+        + &observed_sts("mirror/sampledb:17.0", 5, 4, "orders-old");
+    observed += &(pod(0, true, "16.4") + &pod(1, true, "16.4") + &pod(2, true, "17.0"));
     let out = run(
-        recorded("17.0", &observed).with_parent(|d| d["status"]["primary"] = "orders-0".into())
+        recorded("17.0", &observed).with_parent(|d| d["status"]["primary"] = "orders-2".into())
+    );
+    assert_eq!(roll_of(&out), (0, None));
+    // And a replica made again below the partition from the old template is not updated.
+    let out = rolling(
+        Some("orders-0"),
+        &[(0, true, false), (1, true, false), (2, true, true)],
     );
     assert_eq!(roll_of(&out), (1, None));
 }
