@@ -46,6 +46,33 @@ fn sts(image: &str, replicas: i32) -> StatefulSet {
     )
 }
 
+/// The ready replicas of the StatefulSet `db`.
+async fn ready_replicas(sets: &Api<StatefulSet>) -> Option<i32> {
+    sets.get("db")
+        .await
+        .expect("sts")
+        .status
+        .and_then(|s| s.ready_replicas)
+}
+
+/// `(name, image)` of each Pod not being deleted, by name.
+async fn live_images(pods: &Api<Pod>) -> Vec<(String, String)> {
+    let mut images: Vec<(String, String)> = pods
+        .list(&ListParams::default())
+        .await
+        .expect("pods")
+        .items
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| {
+            let image = p.spec.as_ref()?.containers.first()?.image.clone()?;
+            Some((p.metadata.name.clone()?, image))
+        })
+        .collect();
+    images.sort();
+    images
+}
+
 #[tokio::test]
 async fn a_statefulset_gets_ordered_pods_bound_claims_and_ready_replicas_and_its_claims_outlive_it()
 {
@@ -57,12 +84,7 @@ async fn a_statefulset_gets_ordered_pods_bound_claims_and_ready_replicas_and_its
         .await
         .expect("create");
     eventually("3 ready replicas", || async {
-        sets.get("db")
-            .await
-            .expect("sts")
-            .status
-            .and_then(|s| s.ready_replicas)
-            == Some(3)
+        ready_replicas(&sets).await == Some(3)
     })
     .await;
     let names: Vec<String> = pods
@@ -163,12 +185,7 @@ async fn a_template_change_rolls_every_pod_to_the_new_revision() {
         .await
         .expect("create");
     eventually("2 ready", || async {
-        sets.get("db")
-            .await
-            .expect("sts")
-            .status
-            .and_then(|s| s.ready_replicas)
-            == Some(2)
+        ready_replicas(&sets).await == Some(2)
     })
     .await;
     let before = sets
@@ -184,17 +201,13 @@ async fn a_template_change_rolls_every_pod_to_the_new_revision() {
         .await
         .expect("patch");
     eventually("rolled to pg:16", || async {
-        let images: Vec<String> = pods
-            .list(&ListParams::default())
-            .await
-            .expect("pods")
-            .items
-            .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .filter_map(|p| p.spec.as_ref()?.containers.first()?.image.clone())
-            .collect();
+        let images = live_images(&pods).await;
         let st = sets.get("db").await.expect("sts").status.expect("status");
-        images == vec!["pg:16", "pg:16"]
+        images
+            .iter()
+            .map(|(_, image)| image.as_str())
+            .collect::<Vec<_>>()
+            == ["pg:16", "pg:16"]
             && st.ready_replicas == Some(2)
             && st.current_revision == st.update_revision
     })
@@ -253,30 +266,8 @@ async fn a_partition_holds_the_pods_below_it_on_the_current_revision() {
     sets.create(&PostParams::default(), &sts("pg:15", 3))
         .await
         .expect("create");
-    let images = || async {
-        let mut images: Vec<(String, String)> = pods
-            .list(&ListParams::default())
-            .await
-            .expect("pods")
-            .items
-            .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .filter_map(|p| {
-                let image = p.spec.as_ref()?.containers.first()?.image.clone()?;
-                Some((p.metadata.name.clone()?, image))
-            })
-            .collect();
-        images.sort();
-        images
-    };
-    let all_ready = || async {
-        sets.get("db")
-            .await
-            .expect("sts")
-            .status
-            .and_then(|s| s.ready_replicas)
-            == Some(3)
-    };
+    let images = || live_images(&pods);
+    let all_ready = || async { ready_replicas(&sets).await == Some(3) };
     eventually("3 ready", all_ready).await;
     let patch = json!({"spec": {
         "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 1}},

@@ -71,18 +71,10 @@ async fn stuck_gauge(env: &Env) -> i64 {
 
 /// The Warning events of `reason` about the Thing `name`.
 async fn warnings(env: &Env, name: &str, reason: &str) -> Vec<Event> {
-    let events: Api<Event> = shop(env);
-    events
-        .list(&Default::default())
+    events_about(&shop(env), name, reason)
         .await
-        .expect("events")
-        .items
         .into_iter()
-        .filter(|e| {
-            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-                && e.reason.as_deref() == Some(reason)
-                && e.type_.as_deref() == Some("Warning")
-        })
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
         .collect()
 }
 

@@ -311,18 +311,9 @@ impl Cluster {
 
     /// The notes of the events with `reason` on the object named `name`.
     async fn event_notes(&self, name: &str, reason: &str) -> Vec<String> {
-        let events: Vec<Event> = self
-            .api::<Event>()
-            .list(&ListParams::default())
+        support::events_about(&self.api::<Event>(), name, reason)
             .await
-            .expect("events")
-            .items;
-        events
             .into_iter()
-            .filter(|e| {
-                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-                    && e.reason.as_deref() == Some(reason)
-            })
             .filter_map(|e| e.note)
             .collect()
     }

@@ -21,7 +21,10 @@ use std::{
 
 use k8s_openapi::{
     ByteString,
-    api::core::v1::{ConfigMap, Namespace, Pod},
+    api::{
+        core::v1::{ConfigMap, Namespace, Pod},
+        events::v1::Event,
+    },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
 use kube::{
@@ -581,4 +584,19 @@ pub async fn terminated_pod_of_job(pods: &Api<Pod>, job: &str) -> Pod {
         })
     })
     .await
+}
+
+/// The events.k8s.io events in `events` about the object named `name`, of `reason`.
+pub async fn events_about(events: &Api<Event>, name: &str, reason: &str) -> Vec<Event> {
+    events
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                && e.reason.as_deref() == Some(reason)
+        })
+        .collect()
 }
