@@ -55,6 +55,11 @@ const COMPONENTS: &[(&str, &str, &str)] = &[
         "guest-hostile-finalize",
         "guest_hostile_finalize",
     ),
+    (
+        "HOSTILE_CONFIG",
+        "guest-hostile-config",
+        "guest_hostile_config",
+    ),
 ];
 
 /// Guests that wrap a SampleDB plugin (built on their own, see `main`), as in `COMPONENTS`.

@@ -3,8 +3,9 @@
 #[allow(missing_docs, clippy::all, unsafe_code)]
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../wit",
-        world: "plugin",
+        path: "../wit/0.2.0",
+        world: "windlass:plugin/plugin@0.2.0",
+        generate_all,
         pub_export_macro: true,
         export_macro_name: "export_bindings",
         default_bindings_module: "windlass_sdk::__private::bindings",
@@ -12,10 +13,11 @@ pub mod bindings {
 }
 
 pub use bindings::export_bindings;
-pub use bindings::exports::windlass::plugin::reconciler::Guest;
-pub use bindings::exports::windlass::plugin::reconciler::{
+pub use bindings::exports::windlass::plugin0_1_0::reconciler::Guest;
+pub use bindings::exports::windlass::plugin0_1_0::reconciler::{
     PluginError, PluginInfo, Request, Response,
 };
+pub use bindings::exports::windlass::plugin0_2_0::config::Guest as ConfigGuest;
 
 use crate::{Context, Error, Phase, Plugin};
 
@@ -34,7 +36,7 @@ pub fn info<P: Plugin>() -> PluginInfo {
 
 /// `reconcile` for the export.
 pub fn reconcile<P: Plugin>(req: Request) -> Result<Response, PluginError> {
-    use bindings::windlass::plugin::types::Phase as WitPhase;
+    use bindings::windlass::plugin0_1_0::types::Phase as WitPhase;
     let phase = match req.phase {
         WitPhase::Reconcile => Phase::Reconcile,
         WitPhase::Finalize => Phase::Finalize,
@@ -67,7 +69,7 @@ pub fn reconcile<P: Plugin>(req: Request) -> Result<Response, PluginError> {
         conditions: parts
             .conditions
             .into_iter()
-            .map(|c| bindings::windlass::plugin::types::Condition {
+            .map(|c| bindings::windlass::plugin0_1_0::types::Condition {
                 kind: c.kind,
                 status: c.status,
                 reason: c.reason,
@@ -77,7 +79,7 @@ pub fn reconcile<P: Plugin>(req: Request) -> Result<Response, PluginError> {
         events: parts
             .events
             .into_iter()
-            .map(|e| bindings::windlass::plugin::types::Event {
+            .map(|e| bindings::windlass::plugin0_1_0::types::Event {
                 warning: e.warning,
                 reason: e.reason,
                 message: e.message,
@@ -88,11 +90,20 @@ pub fn reconcile<P: Plugin>(req: Request) -> Result<Response, PluginError> {
     })
 }
 
+/// `config.validate` for the export: the config as JSON, then the plugin's own checks.
+pub fn validate_config<P: Plugin>(config: &str) -> Result<(), String> {
+    let config: serde_json::Value =
+        serde_json::from_str(config).map_err(|e| format!("not valid JSON: {e}"))?;
+    P::validate_config(&config).map_err(|e| match e {
+        Error::InvalidConfig(m) | Error::InvalidParent(m) | Error::Failed(m) => m,
+    })
+}
+
 /// Writes a log line through the host's `log` import (natively: to stderr).
 pub fn log(level: u8, message: &str) {
     #[cfg(target_arch = "wasm32")]
     {
-        use bindings::windlass::plugin::log::{Level, log};
+        use bindings::windlass::plugin0_1_0::log::{Level, log};
         let level = match level {
             0 => Level::Debug,
             1 => Level::Info,

@@ -173,6 +173,19 @@ pub trait Plugin {
         out.finalized(true);
         Ok(out)
     }
+
+    /// Checks the plugin's config (from its WasmPlugin; `{}` when none) before the version
+    /// serves: the host calls it when it loads the plugin or the config changes, and refuses
+    /// the version (the WasmPlugin's `Ready` false, `InvalidConfig`, with this message) on an
+    /// error, so a bad config is seen where it is written, not at the first parent.
+    /// [`Error::InvalidConfig`] naming the key. The default accepts any config.
+    ///
+    /// Check here what [`Context::config`] would refuse and what `reconcile` would refuse of
+    /// the config alone; the same checks usually serve both.
+    fn validate_config(config: &Value) -> Result<()> {
+        let _ = config;
+        Ok(())
+    }
 }
 
 /// Logging into the host's log, tagged with the plugin's name. Natively (in unit tests) the
@@ -229,6 +242,12 @@ macro_rules! __export_for_wasm {
                 req: $crate::__private::Request,
             ) -> ::core::result::Result<$crate::__private::Response, $crate::__private::PluginError> {
                 $crate::__private::reconcile::<$plugin>(req)
+            }
+        }
+
+        impl $crate::__private::ConfigGuest for __WindlassExport {
+            fn validate(config: ::std::string::String) -> ::core::result::Result<(), ::std::string::String> {
+                $crate::__private::validate_config::<$plugin>(&config)
             }
         }
 

@@ -23,6 +23,11 @@ pub use types::{Condition, Event, Level, Phase, PluginError, PluginInfo, Request
 pub const RECONCILER_EXPORT: &str = "windlass:plugin/reconciler@0.1.0";
 /// The prefix every version of the reconciler export shares.
 pub const RECONCILER_EXPORT_PREFIX: &str = "windlass:plugin/reconciler@";
+/// The export through which a plugin checks its config (contract 0.2.0, `wit/0.2.0`): a
+/// plugin of 0.2.0 exports it beside [`RECONCILER_EXPORT`], one of 0.1.0 does not.
+pub const CONFIG_EXPORT: &str = "windlass:plugin/config@0.2.0";
+/// The function of [`CONFIG_EXPORT`]: `validate(config: string) -> result<_, string>`.
+pub const CONFIG_VALIDATE: &str = "validate";
 
 /// Limits for one plugin's calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +97,18 @@ pub trait Reconciler: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// Any [`Error`] of a call: a time, memory or fuel limit, a trap, or the plugin's own error.
     fn call_for(&self, tenant: &str, req: &Request) -> (Result<Response>, CallStats);
+
+    /// Whether the plugin checks its config itself (it exports [`CONFIG_EXPORT`]).
+    fn checks_config(&self) -> bool;
+
+    /// Asks the plugin whether `config` (its WasmPlugin's, as JSON text) is usable, under the
+    /// same limits as any call. A plugin that does not check its config accepts any here (it
+    /// may still refuse it in a call).
+    ///
+    /// # Errors
+    /// [`Error::Plugin`] with [`PluginErrorKind::InvalidConfig`] and the plugin's message, or
+    /// any error of a call (a limit, a trap).
+    fn validate_config(&self, config: &str) -> Result<()>;
 
     /// The plugin's name, from its `info`.
     fn name(&self) -> &str {

@@ -31,12 +31,16 @@ use crate::{
 /// What a native plugin does with one call.
 pub type ReconcileFn = dyn Fn(&Request) -> Result<Response> + Send + Sync;
 
+/// How a native plugin checks its config: ok, or the message naming the key.
+pub type ValidateFn = dyn Fn(&str) -> std::result::Result<(), String> + Send + Sync;
+
 /// A plugin compiled into the test.
 pub struct Native {
     info: PluginInfo,
     digest: String,
     imports: Vec<String>,
     reconcile: Box<ReconcileFn>,
+    validate: Option<Box<ValidateFn>>,
     calls: AtomicUsize,
 }
 
@@ -62,8 +66,20 @@ impl Native {
             digest,
             imports: Vec::new(),
             reconcile: Box::new(reconcile),
+            validate: None,
             calls: AtomicUsize::new(0),
         }
+    }
+
+    /// The plugin checks its config with `validate`, as a component exporting the contract's
+    /// `config` interface does.
+    #[must_use]
+    pub fn validating(
+        mut self,
+        validate: impl Fn(&str) -> std::result::Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
+        self.validate = Some(Box::new(validate));
+        self
     }
 
     /// How many calls the plugin has answered.
@@ -94,6 +110,21 @@ impl Reconciler for Native {
             ..CallStats::default()
         };
         (result, stats)
+    }
+
+    fn checks_config(&self) -> bool {
+        self.validate.is_some()
+    }
+
+    fn validate_config(&self, config: &str) -> Result<()> {
+        match &self.validate {
+            Some(validate) => validate(config).map_err(|message| Error::Plugin {
+                plugin: self.info.name.clone(),
+                kind: PluginErrorKind::InvalidConfig,
+                message,
+            }),
+            None => Ok(()),
+        }
     }
 }
 

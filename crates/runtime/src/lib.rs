@@ -51,7 +51,7 @@ pub use windlass_contract::{
 };
 
 use sandbox::Sandbox;
-use windlass_contract::RECONCILER_EXPORT_PREFIX;
+use windlass_contract::{CONFIG_EXPORT, RECONCILER_EXPORT_PREFIX};
 
 /// Process-wide settings of the runtime.
 #[derive(Debug, Clone)]
@@ -278,6 +278,7 @@ impl Runtime {
             imports,
             pre,
             options,
+            exports.iter().any(|e| e == CONFIG_EXPORT),
         )
     }
 

@@ -8,8 +8,8 @@ use std::{
 use wasmtime::{Store, Trap};
 
 use windlass_contract::{
-    CallStats, Error, InstanceMode, LoadOptions, PluginError, PluginErrorKind, PluginInfo,
-    Reconciler, Request, Response, Result,
+    CONFIG_EXPORT, CONFIG_VALIDATE, CallStats, Error, InstanceMode, LoadOptions, PluginError,
+    PluginErrorKind, PluginInfo, Reconciler, Request, Response, Result,
 };
 
 use super::{Runtime, bindings, lock, sandbox::Sandbox};
@@ -30,6 +30,8 @@ pub struct Plugin {
     info: PluginInfo,
     pre: bindings::PluginPre<Sandbox>,
     options: LoadOptions,
+    /// Whether the component exports [`CONFIG_EXPORT`] (contract 0.2.0).
+    checks_config: bool,
     /// Idle instances with the tenant whose calls they served; oldest first.
     idle: Mutex<Vec<(String, Warm)>>,
 }
@@ -60,6 +62,7 @@ impl Plugin {
         imports: Vec<String>,
         pre: bindings::PluginPre<Sandbox>,
         options: LoadOptions,
+        checks_config: bool,
     ) -> Result<Self> {
         let mut plugin = Plugin {
             runtime,
@@ -70,6 +73,7 @@ impl Plugin {
             info: PluginInfo::default(),
             pre,
             options,
+            checks_config,
             idle: Mutex::new(Vec::new()),
         };
         // The smoke call: a component that cannot even describe itself never gets loaded.
@@ -221,6 +225,68 @@ impl Plugin {
         (result, stats)
     }
 
+    /// Whether the plugin checks its config itself (contract 0.2.0).
+    pub fn checks_config(&self) -> bool {
+        self.checks_config
+    }
+
+    /// Asks the plugin whether `config` (JSON text) is usable, through its `config.validate`
+    /// export, in a fresh instance under the plugin's limits (time, memory, fuel), as any call.
+    /// A plugin without the export accepts any config here.
+    ///
+    /// # Errors
+    /// [`Error::Plugin`] ([`PluginErrorKind::InvalidConfig`]) with the plugin's message; a
+    /// limit, a trap; [`Error::IncompatibleContract`] when the export is not the contract's
+    /// function.
+    pub fn validate_config(&self, config: &str) -> Result<()> {
+        if !self.checks_config {
+            return Ok(());
+        }
+        let timeout = self.options.limits.timeout;
+        let call = async {
+            let mut store = self.new_store();
+            let instance = match self.pre.instance_pre().instantiate_async(&mut store).await {
+                Ok(instance) => instance,
+                Err(e) => return Err(self.instantiate_error(&store, e)),
+            };
+            let incompatible = |why: String| Error::IncompatibleContract {
+                plugin: self.name.to_string(),
+                found: format!("its {CONFIG_EXPORT} {why}"),
+                supported: "validate: func(config: string) -> result<_, string>",
+            };
+            let index = instance
+                .get_export_index(&mut store, None, CONFIG_EXPORT)
+                .and_then(|config| {
+                    instance.get_export_index(&mut store, Some(&config), CONFIG_VALIDATE)
+                })
+                .ok_or_else(|| incompatible(format!("has no function {CONFIG_VALIDATE}")))?;
+            let validate = instance
+                .get_typed_func::<(&str,), (std::result::Result<(), String>,)>(&mut store, &index)
+                .map_err(|e| {
+                    incompatible(format!("{CONFIG_VALIDATE} is not the contract's: {e}"))
+                })?;
+            let outcome = validate.call_async(&mut store, (config,)).await;
+            let stderr = store.data().flush_output();
+            match outcome {
+                Ok((Ok(()),)) => Ok(()),
+                Ok((Err(message),)) => Err(Error::Plugin {
+                    plugin: self.name.to_string(),
+                    kind: PluginErrorKind::InvalidConfig,
+                    message,
+                }),
+                Err(e) => Err(self.classify(&store, e, &stderr)),
+            }
+        };
+        self.runtime
+            .run_until(hard_deadline(timeout), call)
+            .unwrap_or_else(|| {
+                Err(Error::Timeout {
+                    plugin: self.name.to_string(),
+                    limit: timeout,
+                })
+            })
+    }
+
     /// The most recently idle instance that served `tenant`, if any.
     fn take_idle(&self, tenant: &str) -> Option<Warm> {
         let mut idle = lock(&self.idle);
@@ -230,21 +296,30 @@ impl Plugin {
 
     /// A new store with the plugin's limits, and an instance in it.
     async fn instantiate(&self) -> Result<Warm> {
+        let mut store = self.new_store();
+        match self.pre.instantiate_async(&mut store).await {
+            Ok(bindings) => Ok(Warm { store, bindings }),
+            Err(e) => Err(self.instantiate_error(&store, e)),
+        }
+    }
+
+    /// A new store with the plugin's limits, armed for one call.
+    fn new_store(&self) -> Store<Sandbox> {
         let mut store = Store::new(
             &self.runtime.inner.engine,
             Sandbox::new(self.name.clone(), self.options.limits.memory_bytes),
         );
         store.limiter(|s| &mut s.limiter);
         self.arm(&mut store);
-        match self.pre.instantiate_async(&mut store).await {
-            Ok(bindings) => Ok(Warm { store, bindings }),
-            Err(e) => {
-                let stderr = store.data().flush_output();
-                Err(match self.classify(&store, e, &stderr) {
-                    Error::Trap { plugin, message } => Error::Instantiate { plugin, message },
-                    other => other,
-                })
-            }
+        store
+    }
+
+    /// What instantiating failed with: a trap in a start function is an instantiation error.
+    fn instantiate_error(&self, store: &Store<Sandbox>, e: wasmtime::Error) -> Error {
+        let stderr = store.data().flush_output();
+        match self.classify(store, e, &stderr) {
+            Error::Trap { plugin, message } => Error::Instantiate { plugin, message },
+            other => other,
         }
     }
 
@@ -358,6 +433,14 @@ impl Reconciler for Plugin {
 
     fn call_for(&self, tenant: &str, req: &Request) -> (Result<Response>, CallStats) {
         Plugin::call_for(self, tenant, req)
+    }
+
+    fn checks_config(&self) -> bool {
+        self.checks_config
+    }
+
+    fn validate_config(&self, config: &str) -> Result<()> {
+        Plugin::validate_config(self, config)
     }
 
     fn name(&self) -> &str {

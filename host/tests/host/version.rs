@@ -29,19 +29,24 @@ fn windlass_version_names_the_commit_the_wasmtime_and_the_wit_it_was_built_with(
         .and_then(|p| p.split("\nversion = \"").nth(1))
         .and_then(|v| v.split('"').next())
         .expect("wasmtime in Cargo.lock");
-    let wit = std::fs::read_to_string(root.join("wit/plugin.wit")).expect("the WIT");
-    let package = wit
-        .lines()
-        .find_map(|l| l.strip_prefix("package "))
-        .expect("a package line")
-        .trim_end_matches(';');
+    // Every contract version the host serves: 0.1.0 and, beside it, 0.2.0.
+    let packages = ["wit/plugin.wit", "wit/0.2.0/plugin.wit"].map(|file| {
+        let wit = std::fs::read_to_string(root.join(file)).expect("the WIT");
+        wit.lines()
+            .find_map(|l| l.strip_prefix("package "))
+            .expect("a package line")
+            .trim_end_matches(';')
+            .to_string()
+    });
+    assert_eq!(packages, ["windlass:plugin@0.1.0", "windlass:plugin@0.2.0"]);
     assert_eq!(
         stdout.lines().collect::<Vec<_>>(),
         [
             format!("windlass {}", env!("CARGO_PKG_VERSION")),
             format!("commit:   {head}"),
             format!("wasmtime: {wasmtime}"),
-            format!("wit:      {package}"),
+            format!("wit:      {}", packages[0]),
+            format!("wit:      {}", packages[1]),
         ]
     );
 }

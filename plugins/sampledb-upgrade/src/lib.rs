@@ -72,7 +72,15 @@ struct Config {
 impl Config {
     /// The config, checked: every supported version is a version.
     fn checked(ctx: &Context) -> Result<Config> {
-        let config: Config = ctx.config()?;
+        Config::check(ctx.config()?)
+    }
+
+    /// `config` (the WasmPlugin's), checked as [`Config::checked`] does.
+    fn from_value(config: &Value) -> Result<Config> {
+        Config::check(Config::deserialize(config).map_err(|e| Error::InvalidConfig(e.to_string()))?)
+    }
+
+    fn check(config: Config) -> Result<Config> {
         if let Some(versions) = &config.supported_versions {
             if versions.is_empty() {
                 return Err(Error::InvalidConfig(
@@ -128,6 +136,12 @@ impl Plugin for Upgrade {
             .child::<StatefulSet>()
             .child::<Job>()
             .reads::<Pod>()
+    }
+
+    /// The config is checked when the host loads the plugin: a version list that is not one
+    /// is refused there, before any SampleDB meets it.
+    fn validate_config(config: &Value) -> Result<()> {
+        Config::from_value(config).map(drop)
     }
 
     /// The upgrade, and `Ready` false whenever `Upgrade` is (under way, refused, waiting): the

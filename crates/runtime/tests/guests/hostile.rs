@@ -1273,3 +1273,91 @@ fn the_pipeline_keeps_reused_instances_to_the_parents_namespace() {
     assert_eq!(calls("ns-a"), 2);
     assert_eq!(calls("ns-b"), 1);
 }
+
+// ---------------------------------------------------------------------------------------------
+// guest-hostile-config: the config check at load (contract 0.2.0)
+
+/// `validate` of guest-hostile-config doing `how`, with its wall time.
+fn validate(plugin: &Plugin, how: &str) -> (Result<(), Error>, Duration) {
+    let started = Instant::now();
+    let result = plugin.validate_config(&json!({"validate": how}).to_string());
+    (result, started.elapsed())
+}
+
+#[test]
+fn a_config_check_is_held_to_the_limits_of_a_call() {
+    let options = LoadOptions {
+        limits: windlass_runtime::Limits {
+            timeout: LIMIT,
+            memory_bytes: 32 << 20,
+            ..windlass_runtime::Limits::default()
+        },
+        ..LoadOptions::default()
+    };
+    let plugin = load_with(guests::HOSTILE_CONFIG, options);
+    assert!(plugin.checks_config(), "a 0.2.0 plugin checks its config");
+    let name = "guest-hostile-config";
+    for how in ["loop", "sleep"] {
+        let (result, took) = validate(&plugin, how);
+        println!("{how}: stopped after {took:?} (limit {LIMIT:?})");
+        assert!(
+            matches!(&result, Err(Error::Timeout { plugin, limit }) if plugin == name && *limit == LIMIT),
+            "{how}: {result:?}"
+        );
+        assert!(took < bound(), "{how}: the check returned after {took:?}");
+    }
+    let (result, _) = validate(&plugin, "grow");
+    assert!(
+        matches!(&result, Err(Error::MemoryLimit { plugin, limit }) if plugin == name && *limit == 32 << 20),
+        "grow: {result:?}"
+    );
+    let (result, _) = validate(&plugin, "panic");
+    assert!(
+        matches!(&result, Err(Error::Trap { plugin, message }) if plugin == name && message.contains("validate panicked on purpose")),
+        "panic: {result:?}"
+    );
+    let (result, _) = validate(&plugin, "refuse");
+    let err = result.unwrap_err();
+    assert_eq!(err.reason(), "InvalidConfig");
+    assert_eq!(
+        err.to_string(),
+        "plugin guest-hostile-config: invalid config: validate: refused on purpose"
+    );
+    // A long refusal comes back whole (it fits the memory limit); the operator cuts it where it
+    // writes it (a condition, an event).
+    let (result, _) = validate(&plugin, "long");
+    assert!(
+        matches!(&result, Err(Error::Plugin { message, .. }) if message.len() > 8 << 20),
+        "long: {:?}",
+        result.map_err(|e| e.reason())
+    );
+    // Every check runs in a fresh instance: after all that, the plugin accepts a good config
+    // and serves a call.
+    assert!(validate(&plugin, "ok").0.is_ok());
+    let resp = plugin.call(&request(json!({})));
+    assert!(resp.is_ok(), "{}", resp.unwrap_err());
+    assert_still_serving();
+}
+
+/// A 0.1.0 plugin has no check: any config passes at load (it may refuse it in a call).
+#[test]
+fn a_plugin_of_contract_0_1_accepts_any_config_at_load() {
+    let plugin = load(guests::HOSTILE_FINALIZE);
+    assert!(!plugin.checks_config());
+    assert!(plugin.validate_config("{\"anything\": 1}").is_ok());
+    // Plugins built with the Rust SDK speak 0.2.0: the upgrade plugin checks its versions.
+    let upgrade = load(guests::UPGRADE);
+    assert!(upgrade.checks_config());
+    let err = upgrade
+        .validate_config(&json!({"supportedVersions": ["16.4", "latest"]}).to_string())
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "plugin sampledb-upgrade: invalid config: supportedVersions[1]: \"latest\" is not a version like 16.4"
+    );
+    assert!(
+        upgrade
+            .validate_config(&json!({"supportedVersions": ["16.4", "17.0"]}).to_string())
+            .is_ok()
+    );
+}

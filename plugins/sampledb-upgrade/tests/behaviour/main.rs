@@ -2,7 +2,7 @@
 
 use sampledb_api::testing::JobState;
 use sampledb_upgrade::*;
-use windlass_sdk::{Error, Output, Value, json, testing::Harness};
+use windlass_sdk::{Error, Output, Plugin, Value, json, testing::Harness};
 
 /// When an observed Job finished.
 const AT: &str = "2026-01-01T00:05:00Z";
@@ -492,14 +492,25 @@ fn supported_versions_must_be_versions() {
         ),
     ] {
         let err = harness("16.4", "")
-            .config(config)
+            .config(config.clone())
             .run::<Upgrade>()
             .unwrap_err();
         assert!(
             matches!(&err, Error::InvalidConfig(m) if m.starts_with(field)),
             "{err:?}"
         );
+        // The same message where the host checks the config, at load.
+        assert_eq!(Upgrade::validate_config(&config), Err(err));
     }
+    // An unknown key too (a misspelt supportedVersions would otherwise allow any version).
+    let err = Upgrade::validate_config(&json!({"supportedVersion": ["16.4"]})).unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidConfig(m) if m.contains("unknown field `supportedVersion`")),
+        "{err:?}"
+    );
+    let shipped = json!({"backupClaim": "sampledb-backups", "supportedVersions": ["15.6", "16.2", "16.4", "17.0"]});
+    assert_eq!(Upgrade::validate_config(&shipped), Ok(()));
+    assert_eq!(Upgrade::validate_config(&json!({})), Ok(()));
 }
 
 /// The roll once the data is migrated, with `primary` recorded and `pods` observed as

@@ -193,5 +193,11 @@ mod export {
         }
     }
 
+    impl windlass_sdk::__private::ConfigGuest for Raw {
+        fn validate(config: String) -> Result<(), String> {
+            windlass_sdk::__private::validate_config::<super::Misbehave>(&config)
+        }
+    }
+
     windlass_sdk::__private::export_bindings!(Raw with_types_in windlass_sdk::__private::bindings);
 }
