@@ -215,6 +215,9 @@ pub fn render(runtime: &Runtime, input: &Input) -> Result<Outcome> {
         if let (Some(own), Some(base)) = (input.config.get(plugin.name()), config.as_object_mut()) {
             base.extend(own.as_object().cloned().unwrap_or_default());
         }
+        // As the host does at load: a plugin that checks its config refuses a bad one before
+        // any parent is rendered.
+        plugin.validate_config(&config.to_string())?;
         stage.config = config;
         if !input.grants.is_empty() {
             let mut kinds: BTreeSet<String> = plugin.info().child_kinds.iter().cloned().collect();

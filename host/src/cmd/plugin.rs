@@ -389,6 +389,7 @@ fn print_info(
         "childKinds": info.child_kinds,
         "readsKinds": info.reads_kinds,
         "finalizes": info.finalizes,
+        "checksConfig": plugin.checks_config(),
         "imports": plugin.imports(),
     });
     if let Some(map) = doc.as_object_mut() {

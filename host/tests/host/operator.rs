@@ -365,7 +365,14 @@ async fn broken_version_is_refused(bytes: Vec<u8>, spec: Option<Value>, reason: 
     })
     .await;
     assert_eq!(event.type_.as_deref(), Some("Warning"));
-    assert_eq!(event.note.as_deref(), Some(ready.message.as_str()));
+    // The same message, cut to what an event's note holds.
+    assert_eq!(
+        event.note,
+        Some(windlass_policy::cut_message(
+            &ready.message,
+            windlass_policy::MAX_EVENT_NOTE
+        ))
+    );
     // The old version still serves: a new parent gets its children.
     env.create_thing("t2", json!({"names": ["x"], "value": "v"}))
         .await;
@@ -408,6 +415,40 @@ async fn a_version_with_forbidden_output_is_refused_and_the_old_one_keeps_servin
         "InvalidOutput",
     )
     .await;
+}
+
+/// The config check (contract 0.2.0) runs at load under the limits of a call: one that never
+/// returns is a timeout, and the old version keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_whose_config_check_never_returns_is_refused_and_the_old_one_keeps_serving() {
+    broken_version_is_refused(
+        guests::bytes(guests::HOSTILE_CONFIG),
+        Some(json!({"config": {"validate": "loop"}})),
+        "Timeout",
+    )
+    .await;
+}
+
+/// A version that refuses its config is refused as `InvalidConfig`, its 8 MiB message cut to
+/// what a condition holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_that_refuses_its_config_is_refused_with_its_message_cut() {
+    let message = broken_version_is_refused(
+        guests::bytes(guests::HOSTILE_CONFIG),
+        Some(json!({"config": {"validate": "long"}})),
+        "InvalidConfig",
+    )
+    .await;
+    assert!(
+        message.contains("plugin guest-hostile-config: invalid config: validate: xxx"),
+        "{}",
+        &message[..200]
+    );
+    assert!(
+        message.len() <= windlass_policy::MAX_CONDITION_MESSAGE,
+        "{} bytes",
+        message.len()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

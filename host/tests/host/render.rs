@@ -137,6 +137,27 @@ fn render_fails_clearly_on_bad_input_and_misbehaving_plugins() {
         "{stderr}"
     );
 
+    // A plugin that checks its config refuses a bad one before anything is rendered, as the
+    // host does at load.
+    let (ok, stdout, stderr) = windlass(&[
+        "render",
+        "-f",
+        "examples/sampledb.yaml",
+        "--plugin",
+        guests::STORAGE,
+        "--plugin",
+        guests::UPGRADE,
+        "--config",
+        r#"sampledb-upgrade:supportedVersions=["16.4", "latest"]"#,
+    ]);
+    assert!(!ok, "{stdout}");
+    assert!(
+        stderr.contains(
+            r#"error: plugin sampledb-upgrade: invalid config: supportedVersions[1]: "latest" is not a version like 16.4"#
+        ),
+        "{stderr}"
+    );
+
     let (ok, _, stderr) = windlass(&[
         "render",
         "-f",
@@ -276,6 +297,13 @@ fn inspect_prints_info_digest_size_and_imports() {
         std::fs::metadata(guests::STORAGE).unwrap().len()
     );
     assert!(out["digest"].as_str().unwrap().starts_with("sha256:"));
+    // Built with the Rust SDK: contract 0.2.0, which checks its config at load.
+    assert_eq!(out["checksConfig"], true);
+    let (ok, stdout, stderr) =
+        windlass(&["plugin", "inspect", guests::HOSTILE_FINALIZE, "-o", "json"]);
+    assert!(ok, "{stderr}");
+    let old: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(old["checksConfig"], false, "a 0.1.0 component");
     assert!(
         out["imports"]
             .as_array()

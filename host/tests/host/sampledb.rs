@@ -982,6 +982,110 @@ async fn a_sampledb_lives_from_create_through_backup_failover_upgrade_to_a_snaps
     dev.shutdown().await;
 }
 
+/// The upgrade plugin's `supportedVersions` is checked where it is written, by the plugin at
+/// load: an edit to a list that is not one is refused before any SampleDB exists (no reconcile,
+/// no canary would have met it), saying so on the WasmPlugin and in a Warning event naming the
+/// key; the version with the config it had keeps serving, and a good edit serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_supported_versions_list_that_is_not_one_is_refused_at_load() {
+    let dev = start().await;
+    let k = Cluster::new(&dev);
+    let wps: Api<windlass::crd::WasmPlugin> = Api::all(dev.dev.client.clone());
+    let ready = |wp: &windlass::crd::WasmPlugin| {
+        wp.status
+            .as_ref()?
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .cloned()
+    };
+    let serving = eventually("sampledb-upgrade serving", || async {
+        let wp = wps.get("sampledb-upgrade").await.ok()?;
+        (ready(&wp)?.status == "True").then_some(wp.status?.digest?)
+    })
+    .await;
+    let set_versions = |versions: Value| {
+        let wps = wps.clone();
+        async move {
+            wps.patch(
+                "sampledb-upgrade",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"config": {"supportedVersions": versions}}})),
+            )
+            .await
+            .expect("the WasmPlugin's config edited")
+        }
+    };
+    assert!(
+        k.dbs()
+            .list(&ListParams::default())
+            .await
+            .expect("list")
+            .items
+            .is_empty(),
+        "no SampleDB exists"
+    );
+    set_versions(json!(["16.4", "latest"])).await;
+    let refused = eventually("the config refused at load", || async {
+        let wp = wps.get("sampledb-upgrade").await.ok()?;
+        let ready = ready(&wp)?;
+        (ready.reason == "InvalidConfig").then_some(ready)
+    })
+    .await;
+    // Ready stays True: a version serves, with the config it had.
+    assert_eq!(refused.status, "True", "{}", refused.message);
+    assert_eq!(
+        refused.message,
+        format!(
+            "new version refused, still serving {serving}: plugin sampledb-upgrade: invalid \
+             config: supportedVersions[1]: \"latest\" is not a version like 16.4"
+        )
+    );
+    let events: Api<Event> = Api::namespaced(dev.dev.client.clone(), NS);
+    let warning = eventually("a Warning event on the WasmPlugin", || async {
+        support::events_about(&events, "sampledb-upgrade", "InvalidConfig")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    assert_eq!(warning.type_.as_deref(), Some("Warning"));
+    assert_eq!(warning.note.as_deref(), Some(refused.message.as_str()));
+    // The version with its old config still serves: a version outside the old list is
+    // refused, naming the old list.
+    k.create_db(
+        "future",
+        json!({"version": "99.0", "replicas": 1, "storage": {"size": "1Gi"}}),
+    )
+    .await
+    .expect("created");
+    let status = k
+        .status_until("future", "the version refused by the old list", |s| {
+            condition(s, "Upgrade").is_some_and(|c| c["reason"] == "UnsupportedVersion")
+        })
+        .await;
+    let upgrade = condition(&status, "Upgrade").expect("Upgrade");
+    assert!(
+        upgrade["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("supported versions: 15.6, 16.2, 16.4, 17.0;")),
+        "{upgrade}"
+    );
+    // A good edit serves, and the SampleDB is judged by it.
+    set_versions(json!(["16.4", "17.0", "99.0"])).await;
+    eventually("the good config serving", || async {
+        let wp = wps.get("sampledb-upgrade").await.ok()?;
+        let ready = ready(&wp)?;
+        (ready.status == "True" && wp.status?.last_error.is_none()).then_some(())
+    })
+    .await;
+    k.status_until("future", "the version now supported", |s| {
+        condition(s, "Upgrade").is_some_and(|c| c["reason"] != "UnsupportedVersion")
+    })
+    .await;
+    dev.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn restore_runs_before_ready_a_failed_snapshot_or_retain_keeps_the_volumes_and_delete_does_not()
  {

@@ -440,9 +440,20 @@ impl Loader {
                 plugin: plugin.name().to_string(),
                 why,
             })?;
+        // A plugin that checks its config (contract 0.2.0) does so here, where the config is
+        // written: a version with a config it refuses never serves, whether or not a parent
+        // exists yet, and an old version keeps serving meanwhile.
+        let config = spec.config.clone().unwrap_or_else(|| json!({}));
+        if plugin.checks_config() {
+            let checked = plugin.clone();
+            let text = config.to_string();
+            tokio::task::spawn_blocking(move || checked.validate_config(&text))
+                .await
+                .map_err(LoadError::Join)??;
+        }
         let stage = Stage {
             plugin,
-            config: spec.config.clone().unwrap_or_else(|| json!({})),
+            config,
             grants,
             pods: PodGrants {
                 max_pods: spec.limits.max_pods,
