@@ -1086,6 +1086,85 @@ async fn a_supported_versions_list_that_is_not_one_is_refused_at_load() {
     dev.shutdown().await;
 }
 
+/// With the primary plugin gone, nobody carries out the upgrade's planned switchover: the roll
+/// waits `switchoverTimeoutSeconds` for it, then updates the old primary's Pod without one,
+/// with a Warning saying so, and the upgrade finishes (it used to hold for ever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_upgrade_whose_switchover_never_comes_gives_it_up_and_finishes() {
+    let dev = start().await;
+    let k = Cluster::new(&dev);
+    let wps: Api<windlass::crd::WasmPlugin> = Api::all(dev.dev.client.clone());
+    k.create_db(
+        "orders",
+        json!({"version": "16.4", "replicas": 3, "storage": {"size": "1Gi"}}),
+    )
+    .await
+    .expect("created");
+    let status = k
+        .status_until("orders", "Ready with a primary", |s| {
+            s["phase"] == "Ready" && s["primary"].is_string()
+        })
+        .await;
+    let primary = status["primary"].as_str().expect("primary").to_string();
+    wps.patch(
+        "sampledb-upgrade",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"config": {"switchoverTimeoutSeconds": 5}}})),
+    )
+    .await
+    .expect("the upgrade's config edited");
+    eventually("the new config serving", || async {
+        let wp = wps.get("sampledb-upgrade").await.ok()?;
+        let status = wp.status?;
+        (status.observed_generation == wp.metadata.generation && status.last_error.is_none())
+            .then_some(())
+    })
+    .await;
+    wps.delete("sampledb-primary", &DeleteParams::default())
+        .await
+        .expect("the primary plugin deleted");
+    eventually("the primary plugin gone", || async {
+        wps.get_opt("sampledb-primary")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+
+    k.patch_spec("orders", json!({"version": "17.0"})).await;
+    let status = k
+        .status_within(
+            WAIT + Duration::from_secs(60),
+            "orders",
+            "running 17.0",
+            |s| s["currentVersion"] == "17.0",
+        )
+        .await;
+    assert_eq!(
+        status["primary"], primary,
+        "no primary plugin, no primary change"
+    );
+    let sts: StatefulSet = k.get("orders").await.expect("StatefulSet");
+    assert_eq!(image(&sts), "sampledb:17.0");
+    let events: Api<Event> = Api::namespaced(dev.dev.client.clone(), NS);
+    let gave_up = support::events_about(&events, "orders", "SwitchoverTimedOut").await;
+    let notes: Vec<&str> = gave_up.iter().filter_map(|e| e.note.as_deref()).collect();
+    assert!(
+        !notes.is_empty()
+            && notes.iter().all(|n| n.starts_with(&format!(
+                "sampledb-upgrade: no switchover from {primary} to orders-"
+            )) && n.contains("within 5s of asking")),
+        "{notes:?}"
+    );
+    assert!(
+        gave_up
+            .iter()
+            .all(|e| e.type_.as_deref() == Some("Warning"))
+    );
+    dev.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn restore_runs_before_ready_a_failed_snapshot_or_retain_keeps_the_volumes_and_delete_does_not()
  {

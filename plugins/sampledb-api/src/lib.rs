@@ -299,6 +299,9 @@ pub const SWITCHOVER_TO: &str = "samples.windlass.dev/switchover-to";
 pub const SWITCHOVER_FROM: &str = "samples.windlass.dev/switchover-from";
 /// Beside [`SWITCHOVER_TO`]: why, for the primary plugin's event (`the upgrade to 17.0`).
 pub const SWITCHOVER_FOR: &str = "samples.windlass.dev/switchover-for";
+/// Beside [`SWITCHOVER_TO`]: when that switchover was first asked (RFC 3339): the upgrade
+/// waits for it only so long (its config's `switchoverTimeoutSeconds`).
+pub const SWITCHOVER_SINCE: &str = "samples.windlass.dev/switchover-since";
 
 /// The labels every SampleDB object carries and selects on.
 pub fn selector_labels(name: &str) -> BTreeMap<String, String> {
@@ -322,6 +325,57 @@ pub fn compare_versions(a: &str, b: &str) -> Option<std::cmp::Ordering> {
     Some(a.cmp(&b))
 }
 
+/// Seconds since the Unix epoch of a time in UTC as the host writes a request's `now`
+/// (`2026-01-01T00:05:00Z`; a fraction of a second is allowed and dropped); none for any
+/// other form.
+pub fn unix_seconds(time: &str) -> Option<i64> {
+    let (date, clock) = time.split_once('T')?;
+    let clock = clock.strip_suffix('Z')?;
+    let clock = match clock.split_once('.') {
+        Some((whole, fraction))
+            if !fraction.is_empty() && fraction.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            whole
+        }
+        Some(_) => return None,
+        None => clock,
+    };
+    let fields = |text: &str, sep: char, widths: [usize; 3]| -> Option<[i64; 3]> {
+        let parts: Vec<&str> = text.split(sep).collect();
+        let mut out = [0; 3];
+        if parts.len() != 3 {
+            return None;
+        }
+        for ((part, width), slot) in parts.iter().zip(widths).zip(&mut out) {
+            if part.len() != width || !part.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            *slot = part.parse().ok()?;
+        }
+        Some(out)
+    };
+    let [year, month, day] = fields(date, '-', [4, 2, 2])?;
+    let [hour, minute, second] = fields(clock, ':', [2, 2, 2])?;
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 {
+        return None;
+    }
+    if second > 60 {
+        return None;
+    }
+    // Days since 1970-01-01 in the proleptic Gregorian calendar, counting years from March so
+    // that the leap day comes last.
+    let (y, m) = if month <= 2 {
+        (year - 1, month + 9)
+    } else {
+        (year, month - 3)
+    };
+    let days =
+        365 * y + y.div_euclid(4) - y.div_euclid(100) + y.div_euclid(400) + (153 * m + 2) / 5 + day
+            - 1
+            - 719_468;
+    Some(days * 86_400 + hour * 3_600 + minute * 60 + second)
+}
+
 /// `image` with its tag replaced by `version` (`repo/sampledb:16.4` → `repo/sampledb:17.0`).
 pub fn image_with_tag(image: &str, version: &str) -> String {
     let repo = match image.rfind(':') {
@@ -336,6 +390,31 @@ pub fn image_with_tag(image: &str, version: &str) -> String {
 #[allow(clippy::unwrap_used)] // Tests: a panic is the failure report.
 mod tests {
     use super::*;
+
+    #[test]
+    fn unix_seconds_reads_the_hosts_now_and_nothing_else() {
+        // The figures are `date -u -d TIME +%s`.
+        assert_eq!(unix_seconds("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(unix_seconds("2026-01-01T00:05:00Z"), Some(1_767_225_900));
+        assert_eq!(unix_seconds("2024-02-29T23:59:59Z"), Some(1_709_251_199));
+        assert_eq!(unix_seconds("1969-12-31T23:59:59Z"), Some(-1));
+        assert_eq!(
+            unix_seconds("2026-01-01T00:05:00.250Z"),
+            Some(1_767_225_900)
+        );
+        for bad in [
+            "2026-01-01T00:05:00",
+            "2026-01-01T00:05:00+02:00",
+            "2026-1-01T00:05:00Z",
+            "2026-13-01T00:05:00Z",
+            "2026-01-01T24:00:00Z",
+            "2026-01-01T00:05:00.Z",
+            "2026-01-01 00:05:00Z",
+            "",
+        ] {
+            assert_eq!(unix_seconds(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn final_snapshots_of_two_sampledbs_of_one_name_differ() {

@@ -22,8 +22,11 @@
 //!      `sampledb-upgrade --from <current> --to <target>`;
 //!   3. once it completes, the image is released and the StatefulSet rolls, the replicas
 //!      first, then a planned switchover (the primary plugin moves the primary to an updated
-//!      replica), then the old primary (see `roll`); when every replica runs the new image and
-//!      is ready, `currentVersion` becomes the target (`Upgraded`, with a Normal event).
+//!      replica), then the old primary (see `roll`) — a switchover not done within config
+//!      `switchoverTimeoutSeconds` (default 300) is given up with a Warning
+//!      (`SwitchoverTimedOut`) and the old primary's Pod is updated without it; when every
+//!      replica runs the new image and is ready, `currentVersion` becomes the target
+//!      (`Upgraded`, with a Normal event).
 //!
 //!   `status.upgradingTo` records the target before the upgrade Job is applied (the Job is
 //!   applied only in a run that sees the record): from then on the data may be being
@@ -67,6 +70,10 @@ struct Config {
     /// when absent, any version.
     #[serde(default)]
     supported_versions: Option<Vec<String>>,
+    /// How long the roll waits for a planned switchover it asked for before it updates the
+    /// primary's Pod without one (1 to 86400; default 300).
+    #[serde(default = "default_switchover_timeout")]
+    switchover_timeout_seconds: u64,
 }
 
 impl Config {
@@ -81,6 +88,12 @@ impl Config {
     }
 
     fn check(config: Config) -> Result<Config> {
+        if !(1..=86_400).contains(&config.switchover_timeout_seconds) {
+            return Err(Error::InvalidConfig(format!(
+                "switchoverTimeoutSeconds: {} is not between 1 and 86400",
+                config.switchover_timeout_seconds
+            )));
+        }
         if let Some(versions) = &config.supported_versions {
             if versions.is_empty() {
                 return Err(Error::InvalidConfig(
@@ -115,6 +128,10 @@ impl Config {
             supported.join(", ")
         ))
     }
+}
+
+fn default_switchover_timeout() -> u64 {
+    300
 }
 
 fn default_backup_claim() -> String {
@@ -430,9 +447,13 @@ fn upgrade(
             .find("apps/v1/StatefulSet", &names::statefulset(name))
             .and_then(|s| s.pointer("/spec/replicas")?.as_i64())
             .unwrap_or(1);
-        let plan = roll::plan(ctx, name, &new_image, replicas);
+        let patience = Duration::from_secs(config.switchover_timeout_seconds);
+        let plan = roll::plan(ctx, name, &new_image, replicas, patience);
         let primary = ctx.status("/primary").and_then(Value::as_str);
         roll::apply(out, name, &plan, target, primary);
+        if let Some(why) = &plan.gave_up {
+            out.warning("SwitchoverTimedOut", why.clone());
+        }
         out.status("phase", "Upgrading");
         out.condition(
             CONDITION,

@@ -19,8 +19,19 @@
 //! ready replica, with every Pod held (`partition = replicas`), and the steps above follow —
 //! two planned changes there, no failover. A single replica just restarts (nothing to hand
 //! over to); with no primary recorded (no primary plugin), the StatefulSet rolls as it would.
+//!
+//! A switchover asked is waited for only so long (config `switchoverTimeoutSeconds`, from the
+//! [`SWITCHOVER_SINCE`] the request carries): a primary plugin removed or failing mid-roll
+//! would otherwise hold the old primary's Pod, and the upgrade, for ever. Past it, the
+//! partition drops to 0 with a Warning (`SwitchoverTimedOut`): the old primary's Pod is updated
+//! without a planned switchover, and the request stays in case the primary plugin comes back.
 
-use sampledb_api::{CONTAINER, SWITCHOVER_FOR, SWITCHOVER_FROM, SWITCHOVER_TO, names};
+use std::time::Duration;
+
+use sampledb_api::{
+    CONTAINER, SWITCHOVER_FOR, SWITCHOVER_FROM, SWITCHOVER_SINCE, SWITCHOVER_TO, names,
+    unix_seconds,
+};
 use windlass_sdk::{Context, Output, Value, json};
 
 /// What the roll does in this run.
@@ -31,8 +42,13 @@ pub(crate) struct Plan {
     pub partition: i64,
     /// The Pod the primary should move to before its own Pod is updated.
     pub switchover: Option<String>,
+    /// When that switchover was first asked (RFC 3339).
+    pub since: Option<String>,
     /// What the roll is doing or waiting for (the `RollingOut` condition's message).
     pub doing: String,
+    /// The switchover was asked longer ago than the config allows: why the roll goes on
+    /// without it (a Warning).
+    pub gave_up: Option<String>,
 }
 
 /// A database Pod as the roll sees it.
@@ -45,8 +61,56 @@ struct DbPod {
     updated: bool,
 }
 
-/// The plan for rolling `name`'s `replicas` Pods to `image`.
-pub(crate) fn plan(ctx: &Context, name: &str, image: &str, replicas: i64) -> Plan {
+/// The plan for rolling `name`'s `replicas` Pods to `image`, a switchover waited for at most
+/// `patience`.
+pub(crate) fn plan(
+    ctx: &Context,
+    name: &str,
+    image: &str,
+    replicas: i64,
+    patience: Duration,
+) -> Plan {
+    let mut plan = planned(ctx, name, image, replicas);
+    let Some(to) = plan.switchover.as_deref() else {
+        return plan;
+    };
+    // The same request as last time (same Pod) keeps its time; a new one starts now.
+    let set = names::statefulset(name);
+    let asked = ctx
+        .observed_json("apps/v1/StatefulSet")
+        .find(|s| s.pointer("/metadata/name").and_then(Value::as_str) == Some(&set))
+        .and_then(|s| s.pointer("/metadata/annotations"))
+        .filter(|a| a.get(SWITCHOVER_TO).and_then(Value::as_str) == Some(to))
+        .and_then(|a| a.get(SWITCHOVER_SINCE)?.as_str())
+        .filter(|t| unix_seconds(t).is_some());
+    let since = asked.unwrap_or(ctx.now()).to_string();
+    let waited = unix_seconds(ctx.now())
+        .zip(unix_seconds(&since))
+        .map_or(0, |(now, since)| now.saturating_sub(since).max(0));
+    let patience_secs = i64::try_from(patience.as_secs()).unwrap_or(i64::MAX);
+    let primary = ctx.status("/primary").and_then(Value::as_str).unwrap_or("");
+    if waited >= patience_secs {
+        let why = format!(
+            "no switchover from {primary} to {to} within {}s of asking (is the primary plugin \
+             serving?): {primary} is updated without one, and the primary fails over",
+            patience.as_secs()
+        );
+        plan.partition = 0;
+        plan.doing = format!("{why}; rolling every replica to {image}");
+        plan.gave_up = Some(why);
+    } else {
+        plan.doing = format!(
+            "{} (asked {waited}s ago; after {}s {primary} is updated without it)",
+            plan.doing,
+            patience.as_secs()
+        );
+    }
+    plan.since = Some(since);
+    plan
+}
+
+/// The plan, before any wait for a switchover is judged.
+fn planned(ctx: &Context, name: &str, image: &str, replicas: i64) -> Plan {
     let set = names::statefulset(name);
     let pods = pods(ctx, name, image, replicas);
     let unready: Vec<&str> = pods
@@ -75,6 +139,8 @@ pub(crate) fn plan(ctx: &Context, name: &str, image: &str, replicas: i64) -> Pla
         return Plan {
             partition: 0,
             switchover: None,
+            since: None,
+            gave_up: None,
             doing: format!("rolling every replica to {image} ({why}){stalled}"),
         };
     };
@@ -83,6 +149,8 @@ pub(crate) fn plan(ctx: &Context, name: &str, image: &str, replicas: i64) -> Pla
         return Plan {
             partition: 0,
             switchover: None,
+            since: None,
+            gave_up: None,
             doing: format!(
                 "the primary {primary} runs {image}; updating the other replicas{stalled}"
             ),
@@ -97,6 +165,8 @@ pub(crate) fn plan(ctx: &Context, name: &str, image: &str, replicas: i64) -> Pla
             return Plan {
                 partition: k + 1,
                 switchover: Some(to.clone()),
+                since: None,
+                gave_up: None,
                 doing: format!(
                     "the replicas above {primary} run {image}; planned switchover from {primary} to {to} before {primary} is updated"
                 ),
@@ -106,6 +176,8 @@ pub(crate) fn plan(ctx: &Context, name: &str, image: &str, replicas: i64) -> Pla
         return Plan {
             partition: k + 1,
             switchover: None,
+            since: None,
+            gave_up: None,
             doing: format!(
                 "updating the replicas {} to {image} first; the primary {primary} follows after a planned switchover{stalled}",
                 waiting.join(", ")
@@ -120,6 +192,8 @@ pub(crate) fn plan(ctx: &Context, name: &str, image: &str, replicas: i64) -> Pla
     Plan {
         partition: replicas,
         switchover: to.map(|p| p.name.clone()),
+        since: None,
+        gave_up: None,
         doing: match to {
             Some(to) => format!(
                 "the primary {primary} is on the highest ordinal, which the StatefulSet updates first: planned switchover to {} before the roll",
@@ -157,6 +231,9 @@ pub(crate) fn apply(
             meta["annotations"][SWITCHOVER_FROM] = from.into();
         }
         meta["annotations"][SWITCHOVER_FOR] = format!("the upgrade to {target}").into();
+        if let Some(since) = &plan.since {
+            meta["annotations"][SWITCHOVER_SINCE] = since.as_str().into();
+        }
     }
 }
 

@@ -516,18 +516,137 @@ fn supported_versions_must_be_versions() {
 /// The roll once the data is migrated, with `primary` recorded and `pods` observed as
 /// `(ordinal, ready, updated)`; the observed StatefulSet already has the new template.
 fn rolling(primary: Option<&str>, pods: &[(i64, bool, bool)]) -> Output {
+    rolling_with(primary, pods, None, |h| h)
+}
+
+/// [`rolling`], the observed StatefulSet carrying a switchover request `(to, since)` when
+/// given, the harness edited by `edit` (its `now`, the config).
+fn rolling_with(
+    primary: Option<&str>,
+    pods: &[(i64, bool, bool)],
+    asked: Option<(&str, &str)>,
+    edit: impl FnOnce(Harness) -> Harness,
+) -> Output {
+    let mut sts = observed_sts("mirror/sampledb:17.0", 2, 2, "orders-new")
+        .replace("updatedReplicas: 3", "updatedReplicas: 0");
+    if let Some((to, since)) = asked {
+        sts = sts.replace(
+            "metadata: {name: orders, generation: 2}",
+            &format!(
+                "metadata: {{name: orders, generation: 2, annotations: {{\"{}\": {to}, \"{}\": \"{since}\"}}}}",
+                sampledb_api::SWITCHOVER_TO,
+                sampledb_api::SWITCHOVER_SINCE
+            ),
+        );
+        assert!(
+            sts.contains(since),
+            "the request is in the observed StatefulSet"
+        );
+    }
     let mut observed = job("orders-pre-upgrade-17-0", JobState::Complete(AT))
         + &job("orders-upgrade-17-0", JobState::Complete(AT))
-        + &observed_sts("mirror/sampledb:17.0", 2, 2, "orders-new")
-            .replace("updatedReplicas: 3", "updatedReplicas: 0");
+        + &sts;
     for (i, ready, updated) in pods {
         observed += &pod(*i, *ready, if *updated { "17.0" } else { "16.4" });
     }
     let h = recorded("17.0", &observed);
-    run(match primary {
+    run(edit(match primary {
         Some(p) => h.with_parent(|d| d["status"]["primary"] = p.into()),
         None => h,
-    })
+    }))
+}
+
+/// When the switchover in the desired StatefulSet was asked.
+fn since_of(out: &Output) -> Option<&str> {
+    out.find("apps/v1/StatefulSet", "orders").unwrap()["metadata"]["annotations"]
+        [sampledb_api::SWITCHOVER_SINCE]
+        .as_str()
+}
+
+#[test]
+fn a_switchover_not_done_in_time_is_given_up_and_the_old_primary_rolls() {
+    let pods = [(0, true, false), (1, true, true), (2, true, true)];
+    let at = |now: &'static str| move |h: Harness| h.now(now);
+    // Asked for the first time: the request carries when, and the condition how long it is
+    // waited for.
+    let out = rolling_with(Some("orders-0"), &pods, None, at("2026-01-01T01:00:00Z"));
+    assert_eq!(roll_of(&out), (1, Some("orders-1")));
+    assert_eq!(since_of(&out), Some("2026-01-01T01:00:00Z"));
+    assert!(
+        message(&out).contains("(asked 0s ago; after 300s orders-0 is updated without it)"),
+        "{}",
+        message(&out)
+    );
+    // 299 s later, not done yet: still held, the time kept.
+    let asked = Some(("orders-1", "2026-01-01T01:00:00Z"));
+    let out = rolling_with(Some("orders-0"), &pods, asked, at("2026-01-01T01:04:59Z"));
+    assert_eq!(roll_of(&out), (1, Some("orders-1")));
+    assert_eq!(since_of(&out), Some("2026-01-01T01:00:00Z"));
+    assert!(out.events().is_empty(), "{:?}", out.events());
+    // 300 s: given up. The old primary's Pod is released with a Warning naming both Pods; the
+    // request stays, in case the primary plugin comes back.
+    let out = rolling_with(Some("orders-0"), &pods, asked, at("2026-01-01T01:05:00Z"));
+    assert_eq!(roll_of(&out), (0, Some("orders-1")));
+    assert_eq!(since_of(&out), Some("2026-01-01T01:00:00Z"));
+    let warning = &out.events()[0];
+    assert!(warning.warning);
+    assert_eq!(warning.reason, "SwitchoverTimedOut");
+    assert_eq!(
+        warning.message,
+        "no switchover from orders-0 to orders-1 within 300s of asking (is the primary plugin \
+         serving?): orders-0 is updated without one, and the primary fails over"
+    );
+    assert_eq!(reason(&out), (false, "RollingOut"));
+    assert!(
+        message(&out).contains(&warning.message),
+        "{}",
+        message(&out)
+    );
+    // A request to another Pod is a new one: its wait starts now.
+    let other = Some(("orders-2", "2026-01-01T00:00:00Z"));
+    let out = rolling_with(Some("orders-0"), &pods, other, at("2026-01-01T01:05:00Z"));
+    assert_eq!(roll_of(&out), (1, Some("orders-1")));
+    assert_eq!(since_of(&out), Some("2026-01-01T01:05:00Z"));
+    // The wait is the config's.
+    let out = rolling_with(Some("orders-0"), &pods, asked, |h| {
+        h.now("2026-01-01T01:01:00Z")
+            .config(json!({"switchoverTimeoutSeconds": 60}))
+    });
+    assert_eq!(roll_of(&out), (0, Some("orders-1")));
+    // A primary on the highest ordinal, every Pod held for its switchover, is released too.
+    let top = [(0, true, false), (1, true, false), (2, true, false)];
+    let asked_top = Some(("orders-0", "2026-01-01T01:00:00Z"));
+    let out = rolling_with(
+        Some("orders-2"),
+        &top,
+        asked_top,
+        at("2026-01-01T01:04:00Z"),
+    );
+    assert_eq!(roll_of(&out), (3, Some("orders-0")));
+    let out = rolling_with(
+        Some("orders-2"),
+        &top,
+        asked_top,
+        at("2026-01-01T01:05:00Z"),
+    );
+    assert_eq!(roll_of(&out), (0, Some("orders-0")));
+}
+
+#[test]
+fn the_switchover_timeout_is_between_a_second_and_a_day() {
+    for bad in [0, 86_401] {
+        let err = Upgrade::validate_config(&json!({"switchoverTimeoutSeconds": bad})).unwrap_err();
+        assert_eq!(
+            err,
+            Error::InvalidConfig(format!(
+                "switchoverTimeoutSeconds: {bad} is not between 1 and 86400"
+            ))
+        );
+    }
+    assert_eq!(
+        Upgrade::validate_config(&json!({"switchoverTimeoutSeconds": 86_400})),
+        Ok(())
+    );
 }
 
 /// Observed Pod `orders-<i>`, running `version`.
