@@ -78,26 +78,17 @@ impl Plugin {
         };
         // The smoke call: a component that cannot even describe itself never gets loaded.
         // It runs under the same deadline as any call: a guest that sleeps in `info` is stopped.
-        let timeout = plugin.options.limits.timeout;
-        let runtime = plugin.runtime.clone();
-        let info = runtime
-            .run_until(hard_deadline(timeout), async {
-                let mut warm = plugin.instantiate().await?;
-                let info = warm
-                    .bindings
-                    .windlass_plugin_reconciler()
-                    .call_info(&mut warm.store)
-                    .await;
-                let stderr = warm.store.data().flush_output();
-                info.map(PluginInfo::from)
-                    .map_err(|e| plugin.classify(&warm.store, e, &stderr))
-            })
-            .unwrap_or_else(|| {
-                Err(Error::Timeout {
-                    plugin: label.to_string(),
-                    limit: timeout,
-                })
-            })?;
+        let info = plugin.run_once(async {
+            let mut warm = plugin.instantiate().await?;
+            let info = warm
+                .bindings
+                .windlass_plugin_reconciler()
+                .call_info(&mut warm.store)
+                .await;
+            let stderr = warm.store.data().flush_output();
+            info.map(PluginInfo::from)
+                .map_err(|e| plugin.classify(&warm.store, e, &stderr))
+        })?;
         if info.name.is_empty() {
             return Err(Error::InvalidInfo {
                 plugin: label.to_string(),
@@ -242,8 +233,7 @@ impl Plugin {
         if !self.checks_config {
             return Ok(());
         }
-        let timeout = self.options.limits.timeout;
-        let call = async {
+        self.run_once(async {
             let mut store = self.new_store();
             let instance = match self.pre.instance_pre().instantiate_async(&mut store).await {
                 Ok(instance) => instance,
@@ -276,7 +266,14 @@ impl Plugin {
                 }),
                 Err(e) => Err(self.classify(&store, e, &stderr)),
             }
-        };
+        })
+    }
+
+    /// Runs `call` — one call outside a reconcile (`info` at load, the config check) in a
+    /// store of its own — under the hard deadline of the plugin's time limit: abandoned there
+    /// (a guest waiting in a host call, where epochs never fire), it is a timeout.
+    fn run_once<T>(&self, call: impl Future<Output = Result<T>>) -> Result<T> {
+        let timeout = self.options.limits.timeout;
         self.runtime
             .run_until(hard_deadline(timeout), call)
             .unwrap_or_else(|| {
