@@ -60,7 +60,7 @@
 //! does: windlass runs under `valgrind --tool=callgrind` with instrumentation off, switched on
 //! just before the first create and off after a fixed window (`WINDLASS_BENCH_WINDOW` seconds,
 //! default 300); the instructions are divided by the reconciles the host counted in that window
-//! (its `windlass_reconciles_total`). A fixed window, not convergence: under valgrind's slowdown
+//! (its `controller_runtime_reconcile_total`). A fixed window, not convergence: under valgrind's slowdown
 //! the requeues of waiting parents fill every reconcile slot and some parents are not reconciled
 //! for minutes. The simulator is off (no pod becomes ready: nearly every reconcile is a requeued
 //! parent whose children and status are already as desired, the steady state of a host), the
@@ -171,7 +171,7 @@ struct Churn {
     parents_changed: usize,
 }
 
-/// What the host's `windlass_reconciles_total` says, summed over kinds.
+/// What the host's `controller_runtime_reconcile_total` says, summed over kinds.
 #[derive(Debug, Clone, Copy, Default)]
 struct Reconciles {
     success: u64,
@@ -825,7 +825,7 @@ fn reconciles(port: u16) -> Result<Reconciles> {
     let mut out = Reconciles::default();
     for line in text
         .lines()
-        .filter(|l| l.starts_with("windlass_reconciles_total{"))
+        .filter(|l| l.starts_with("controller_runtime_reconcile_total{"))
     {
         let value: u64 = line
             .rsplit(' ')
@@ -833,7 +833,7 @@ fn reconciles(port: u16) -> Result<Reconciles> {
             .and_then(|v| v.parse().ok())
             .with_context(|| format!("a reconcile series without a count: {line}"))?;
         out.all += value;
-        if line.contains(r#"result="success""#) {
+        if !line.contains(r#"result="error""#) {
             out.success += value;
         }
     }
@@ -1041,8 +1041,8 @@ async fn churn(
                             .map(|t| {
                                 t.lines()
                                     .filter(|l| {
-                                        l.starts_with("windlass_reconciles_total")
-                                            || l.starts_with("windlass_reconcile_queue_depth")
+                                        l.starts_with("controller_runtime_reconcile_total")
+                                            || l.starts_with("workqueue_depth")
                                             || l.starts_with("windlass_queue_wait_seconds_count")
                                     })
                                     .collect::<Vec<_>>()

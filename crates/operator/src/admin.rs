@@ -50,14 +50,15 @@ async fn readyz(State(health): State<Arc<Health>>) -> impl IntoResponse {
     }
 }
 
-async fn metrics(State(health): State<Arc<Health>>) -> impl IntoResponse {
-    (
-        [(
-            "content-type",
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        health.metrics.encode(),
-    )
+async fn metrics(
+    State(health): State<Arc<Health>>,
+    headers: axum::http::HeaderMap,
+) -> impl IntoResponse {
+    let accept = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    let (content_type, body) = health.metrics.encode_for(accept);
+    ([("content-type", content_type)], body)
 }
 
 /// Serves the admin endpoints on `addr` until `shutdown` resolves.

@@ -1252,9 +1252,10 @@ fn wait_seconds(metrics: &str, lane: &str) -> (f64, f64) {
     (series("sum"), series("count"))
 }
 
-/// The Thing kind's `windlass_reconcile_queue_depth`.
+/// The Thing kind's `workqueue_depth`.
 fn queue_depth(metrics: &str) -> i64 {
-    let series = r#"windlass_reconcile_queue_depth{kind="example.com/v1/Thing"} "#;
+    let series =
+        r#"workqueue_depth{name="example.com/v1/Thing",controller="example.com/v1/Thing"} "#;
     metrics
         .lines()
         .find_map(|l| l.strip_prefix(series))

@@ -53,7 +53,7 @@ pub async fn run(shared: Arc<Shared>) {
                 tracing::info!(kind, "stopping the controller of this kind");
                 task.abort();
                 // Nothing of this kind waits any more (a restarted controller counts anew).
-                shared.metrics.queue_depth_of(kind).set(0);
+                shared.metrics.queue_of(kind).depth.set(0);
             }
             keep
         });
@@ -102,8 +102,11 @@ async fn start(
 ) -> Result<Running, DiscoveryError> {
     let key = parent.key();
     let (resource, namespaced) = shared.discovery.resolve(&key).await?;
+    shared
+        .metrics
+        .controller_started(&key, shared.settings.concurrency);
     let queue = Arc::new(Queue::new(
-        shared.metrics.queue_depth_of(&key),
+        shared.metrics.queue_of(&key),
         Gate::new(usize::from(shared.settings.concurrency), AGE_LIMIT),
     ));
     let mut caches = Vec::new();

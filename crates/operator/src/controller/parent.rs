@@ -25,8 +25,6 @@ use super::{
 use windlass_contract::Phase;
 use windlass_policy::pipeline::{Input, Outcome, Pipeline};
 
-use crate::metrics::KindResult;
-
 /// Reconciles one parent, at most as often as the per-parent rate limit allows, once the
 /// kind's gate lets it run (see `gate`).
 pub async fn reconcile(
@@ -40,6 +38,7 @@ pub async fn reconcile(
         tracing::debug!(parent = %obj.name_any(), ?wait, "reconcile rate limit: later");
         return Ok(Action::requeue(wait));
     }
+    ctx.queue.handed_out(&uid);
     let lane = ctx.queue.lane(&uid, obj.metadata.generation);
     let waiting = Instant::now();
     let permit = ctx.queue.gate.acquire(&uid, lane).await;
@@ -62,8 +61,8 @@ async fn run(obj: Arc<DynamicObject>, ctx: Arc<KindCtx>) -> Result<Action, Recon
     let started = Instant::now();
     ctx.queue
         .started(&obj.uid().unwrap_or_default(), obj.metadata.generation);
-    let metrics = &ctx.shared.metrics;
-    metrics.in_flight.inc();
+    let kind = ctx.parent.key();
+    let work = ctx.shared.metrics.work_started(&kind);
     let span = tracing::info_span!(
         "reconcile",
         kind = %ctx.parent.key(),
@@ -71,18 +70,15 @@ async fn run(obj: Arc<DynamicObject>, ctx: Arc<KindCtx>) -> Result<Action, Recon
         name = %obj.name_any(),
     );
     let result = tracing::Instrument::instrument(reconcile_inner(&obj, &ctx), span).await;
-    metrics.in_flight.dec();
-    let labels = KindResult {
-        kind: ctx.parent.key(),
-        result: result
-            .as_ref()
-            .map_or_else(|e| e.reason().to_string(), |_| "success".to_string()),
-    };
-    metrics.reconciles.get_or_create(&labels).inc();
-    metrics
-        .reconcile_seconds
-        .get_or_create(&labels)
-        .observe(started.elapsed().as_secs_f64());
+    work.done();
+    ctx.shared.metrics.record_reconcile(
+        &kind,
+        match &result {
+            Ok(action) => Ok(*action != Action::await_change()),
+            Err(e) => Err(e.reason()),
+        },
+        started.elapsed().as_secs_f64(),
+    );
     if result.is_ok() {
         ctx.remembered.succeeded(&obj.uid().unwrap_or_default());
     }
@@ -92,6 +88,7 @@ async fn run(obj: Arc<DynamicObject>, ctx: Arc<KindCtx>) -> Result<Action, Recon
 /// Retries a failed parent with per-object exponential backoff.
 pub fn error_policy(obj: Arc<DynamicObject>, error: &ReconcileError, ctx: Arc<KindCtx>) -> Action {
     let n = ctx.remembered.failed(&obj);
+    ctx.shared.metrics.record_retry(&ctx.parent.key());
     let settings = &ctx.shared.settings;
     let delay = settings
         .backoff_base

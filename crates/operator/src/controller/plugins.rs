@@ -170,6 +170,7 @@ pub async fn run(shared: Arc<Shared>) {
                 for name in shared.registry.expected_names() {
                     if !seen_in_init.contains(&name) {
                         shared.registry.unexpect(&name);
+                        shared.metrics.set_plugin_serving(&name, None);
                     }
                 }
                 shared.registry.listed();
@@ -258,6 +259,7 @@ impl Loader {
             .unwrap_or_else(|e| e.into_inner())
             .remove(name);
         self.shared.registry.unexpect(name);
+        self.shared.metrics.set_plugin_serving(name, None);
         self.lock_specs().remove(name);
         self.retry_done(name);
         self.forget_manifest(name);
@@ -334,10 +336,11 @@ impl Loader {
             _ => self.retry_done(&name),
         }
         // A refused new version while an old one serves is not a failed plugin.
-        self.shared.registry.load_failed(
-            &name,
-            outcome.is_err() && self.shared.registry.serving(&name).is_none(),
-        );
+        let serves = self.shared.registry.serving(&name).is_some();
+        self.shared
+            .registry
+            .load_failed(&name, outcome.is_err() && !serves);
+        metrics.set_plugin_serving(&name, Some(serves));
         if let Err(e) = &outcome {
             tracing::warn!(wasm_plugin = %name, error = %e, "new plugin version refused");
         }

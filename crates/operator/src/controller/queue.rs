@@ -6,9 +6,14 @@
 //!
 //! # Why here
 //! kube-runtime's scheduler does not expose its queue. The host sees every trigger it feeds the
-//! controller (its own watch tasks drain the parent and child watches) and every reconcile
-//! start, so it keeps the same set beside it. Requeues a reconcile asked for (`Action::requeue`)
-//! are scheduled work, not a queue, and are not counted.
+//! controller (its own watch tasks drain the parent and child watches), every reconcile the
+//! controller hands out and every reconcile start, so it keeps the same set beside it. A
+//! requeue a reconcile asked for (`Action::requeue`) is scheduled work until it comes due, as
+//! in client-go's delaying queue: it counts from when the controller hands it out.
+//!
+//! It is reported as client-go's workqueue is (`workqueue_depth`, `workqueue_adds_total`,
+//! `workqueue_queue_duration_seconds`): an add is a parent that starts waiting (not one more
+//! trigger of a parent already waiting), its wait lasts until its reconcile starts.
 //!
 //! # Guarantees
 //! - A parent is counted once however many triggers arrive before its reconcile starts, as
@@ -21,27 +26,40 @@
 use std::{
     collections::{HashMap, HashSet},
     sync::Mutex,
+    time::Instant,
 };
 
-use prometheus_client::metrics::gauge::Gauge;
-
 use super::gate::{Gate, Lane};
+use crate::metrics::QueueMetrics;
 
-/// The pending set of one parent kind, mirrored into a gauge, and the gate its reconciles pass.
+/// The pending set of one parent kind, mirrored into metrics, and the gate its reconciles pass.
 #[derive(Debug)]
 pub struct Queue {
     inner: Mutex<Inner>,
-    depth: Gauge,
+    metrics: QueueMetrics,
     /// The permits reconciles of this kind wait for, in lanes.
     pub gate: Gate,
+}
+
+/// The time of an update, and how many parents it started waiting.
+struct Adds(Instant, u64);
+
+impl Adds {
+    /// `uid` waits from now, unless it already waits.
+    fn wait(&mut self, pending: &mut HashMap<String, Instant>, uid: &str) {
+        if !pending.contains_key(uid) {
+            pending.insert(uid.to_string(), self.0);
+            self.1 += 1;
+        }
+    }
 }
 
 #[derive(Debug, Default)]
 struct Inner {
     /// Parents the parent watch has seen and not seen deleted.
     known: HashSet<String>,
-    /// Parents waiting for their reconcile to start.
-    pending: HashSet<String>,
+    /// Parents waiting for their reconcile to start → since when.
+    pending: HashMap<String, Instant>,
     /// The parents listed so far while the parent watch relists (`Init` … `InitDone`).
     relisting: Option<HashSet<String>>,
     /// Known parents → the generation their last reconcile started with.
@@ -51,30 +69,33 @@ struct Inner {
 }
 
 impl Queue {
-    /// An empty queue reporting into `depth`, its reconciles passing `gate`.
-    pub fn new(depth: Gauge, gate: Gate) -> Self {
-        depth.set(0);
+    /// An empty queue reporting into `metrics`, its reconciles passing `gate`.
+    pub fn new(metrics: QueueMetrics, gate: Gate) -> Self {
+        metrics.depth.set(0);
         Queue {
             inner: Mutex::default(),
-            depth,
+            metrics,
             gate,
         }
     }
 
-    fn update(&self, f: impl FnOnce(&mut Inner)) {
+    fn update(&self, f: impl FnOnce(&mut Inner, &mut Adds)) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        f(&mut inner);
-        self.depth
+        let mut adds = Adds(Instant::now(), 0);
+        f(&mut inner, &mut adds);
+        self.metrics
+            .depth
             .set(i64::try_from(inner.pending.len()).unwrap_or(i64::MAX));
+        self.metrics.adds.inc_by(adds.1);
     }
 
     /// The parent was created or changed, and is now at `generation`. If it waits at the gate
     /// with an older generation than it last ran with, it moves up.
     pub fn parent_changed(&self, uid: &str, generation: Option<i64>) {
         let mut moved = false;
-        self.update(|i| {
+        self.update(|i, adds| {
             i.known.insert(uid.to_string());
-            i.pending.insert(uid.to_string());
+            adds.wait(&mut i.pending, uid);
             moved = i.ran.get(uid) != Some(&generation.unwrap_or(0));
         });
         if moved {
@@ -96,25 +117,25 @@ impl Queue {
 
     /// The parent watch starts listing again (after a gap in which deletions may be missed).
     pub fn relist_started(&self) {
-        self.update(|i| i.relisting = Some(HashSet::new()));
+        self.update(|i, _| i.relisting = Some(HashSet::new()));
     }
 
     /// The parent was listed by a relist: it exists and waits for a reconcile.
     pub fn parent_listed(&self, uid: &str) {
-        self.update(|i| {
+        self.update(|i, adds| {
             i.relisting.get_or_insert_default().insert(uid.to_string());
             i.known.insert(uid.to_string());
-            i.pending.insert(uid.to_string());
+            adds.wait(&mut i.pending, uid);
         });
     }
 
     /// The relist is complete: parents it did not list are gone.
     pub fn relist_done(&self) {
-        self.update(|i| {
+        self.update(|i, _| {
             if let Some(listed) = i.relisting.take() {
                 i.known = listed;
                 let known = &i.known;
-                i.pending.retain(|uid| known.contains(uid));
+                i.pending.retain(|uid, _| known.contains(uid));
                 i.ran.retain(|uid, _| known.contains(uid));
                 i.swapped.retain(|uid| known.contains(uid));
             }
@@ -123,7 +144,7 @@ impl Queue {
 
     /// The parent is gone.
     pub fn parent_deleted(&self, uid: &str) {
-        self.update(|i| {
+        self.update(|i, _| {
             i.known.remove(uid);
             i.pending.remove(uid);
             i.ran.remove(uid);
@@ -133,9 +154,19 @@ impl Queue {
 
     /// A child labelled with this parent uid changed.
     pub fn child_changed(&self, uid: &str) {
-        self.update(|i| {
+        self.update(|i, adds| {
             if i.known.contains(uid) {
-                i.pending.insert(uid.to_string());
+                adds.wait(&mut i.pending, uid);
+            }
+        });
+    }
+
+    /// The controller handed out a reconcile of this parent: if nothing above queued it, a
+    /// requeue came due, and it waits from now.
+    pub fn handed_out(&self, uid: &str) {
+        self.update(|i, adds| {
+            if i.known.contains(uid) {
+                adds.wait(&mut i.pending, uid);
             }
         });
     }
@@ -144,8 +175,10 @@ impl Queue {
     /// gate for a requeue move up to the swapped lane.
     pub fn all_changed(&self) {
         let mut known = Vec::new();
-        self.update(|i| {
-            i.pending = i.known.clone();
+        self.update(|i, adds| {
+            for uid in &i.known {
+                adds.wait(&mut i.pending, uid);
+            }
             i.swapped = i.known.clone();
             known.extend(i.known.iter().cloned());
         });
@@ -156,8 +189,10 @@ impl Queue {
 
     /// The parent's reconcile started, with the parent at `generation`.
     pub fn started(&self, uid: &str, generation: Option<i64>) {
-        self.update(|i| {
-            i.pending.remove(uid);
+        self.update(|i, _| {
+            if let Some(since) = i.pending.remove(uid) {
+                self.metrics.waited.observe(since.elapsed().as_secs_f64());
+            }
             i.swapped.remove(uid);
             // Only for a parent still known: one deleted while it waited is not kept.
             if i.known.contains(uid) {
@@ -172,17 +207,20 @@ impl Queue {
 mod tests {
     use super::*;
 
-    fn queue(gauge: &Gauge) -> Queue {
-        Queue::new(
-            gauge.clone(),
-            Gate::new(1, std::time::Duration::from_secs(60)),
-        )
+    use crate::metrics::Metrics;
+    use prometheus_client::metrics::{counter::Counter, gauge::Gauge};
+
+    /// A queue, its depth gauge and its adds counter.
+    fn queue() -> (Queue, Gauge, Counter) {
+        let metrics = Metrics::default().queue_of("v1/Thing");
+        let (depth, adds) = (metrics.depth.clone(), metrics.adds.clone());
+        let q = Queue::new(metrics, Gate::new(1, std::time::Duration::from_secs(60)));
+        (q, depth, adds)
     }
 
     #[test]
     fn counts_each_waiting_parent_once_and_strands_none() {
-        let gauge = Gauge::default();
-        let q = queue(&gauge);
+        let (q, gauge, _) = queue();
         q.parent_changed("a", Some(1));
         q.parent_changed("a", Some(1));
         q.child_changed("a");
@@ -208,8 +246,7 @@ mod tests {
 
     #[test]
     fn a_relist_forgets_parents_deleted_while_the_watch_was_down() {
-        let gauge = Gauge::default();
-        let q = queue(&gauge);
+        let (q, gauge, _) = queue();
         q.parent_changed("kept", Some(1));
         q.parent_changed("gone", Some(1));
         q.started("kept", Some(1));
@@ -226,7 +263,7 @@ mod tests {
 
     #[test]
     fn a_parent_is_changed_until_it_ran_at_its_generation_and_swapped_until_it_ran_again() {
-        let q = queue(&Gauge::default());
+        let (q, _, _) = queue();
         q.parent_changed("p", Some(1));
         assert_eq!(q.lane("p", Some(1)), Lane::Changed, "never ran");
         q.started("p", Some(1));
@@ -243,5 +280,74 @@ mod tests {
         q.started("p", Some(2));
         assert_eq!(q.lane("p", Some(2)), Lane::Changed);
         assert!(q.inner.lock().unwrap().ran.is_empty());
+    }
+
+    #[test]
+    fn an_add_is_a_parent_that_starts_waiting_and_a_requeue_waits_once_it_is_handed_out() {
+        let (q, depth, adds) = queue();
+        q.parent_changed("a", Some(1));
+        q.child_changed("a");
+        q.parent_changed("a", Some(1));
+        assert_eq!(
+            (depth.get(), adds.get()),
+            (1, 1),
+            "one parent waits, added once"
+        );
+        q.started("a", Some(1));
+        assert_eq!((depth.get(), adds.get()), (0, 1));
+        // A requeue of "a" comes due: the controller hands it out without a trigger.
+        q.handed_out("a");
+        assert_eq!((depth.get(), adds.get()), (1, 2));
+        // Handed out again while it waits (the trigger came first): still one.
+        q.child_changed("a");
+        q.handed_out("a");
+        assert_eq!((depth.get(), adds.get()), (1, 2));
+        q.started("a", Some(1));
+        // A parent never seen, or gone, is not queued by a stray reconcile.
+        q.handed_out("unknown");
+        q.parent_deleted("a");
+        q.handed_out("a");
+        assert_eq!((depth.get(), adds.get()), (0, 2));
+        // A hot swap adds each known parent not already waiting.
+        q.parent_changed("b", Some(1));
+        q.parent_changed("c", Some(1));
+        q.started("c", Some(1));
+        q.all_changed();
+        assert_eq!(
+            (depth.get(), adds.get()),
+            (2, 5),
+            "c again; b waits already"
+        );
+    }
+
+    #[test]
+    fn a_wait_is_observed_from_its_first_trigger_to_its_start() {
+        let metrics = Metrics::default();
+        let q = Queue::new(
+            metrics.queue_of("v1/Thing"),
+            Gate::new(1, std::time::Duration::from_secs(60)),
+        );
+        q.parent_changed("a", Some(1));
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        q.child_changed("a");
+        q.started("a", Some(1));
+        // Started again without waiting: nothing more is observed.
+        q.started("a", Some(1));
+        let text = metrics.encode();
+        let value = |series: &str| -> f64 {
+            text.lines()
+                .find_map(|l| l.strip_prefix(series))
+                .unwrap_or_else(|| panic!("{series} missing from {text}"))
+                .trim()
+                .parse()
+                .unwrap()
+        };
+        let labels = r#"{name="v1/Thing",controller="v1/Thing"} "#;
+        assert_eq!(
+            value(&format!("workqueue_queue_duration_seconds_count{labels}")),
+            1.0
+        );
+        let waited = value(&format!("workqueue_queue_duration_seconds_sum{labels}"));
+        assert!((0.03..5.0).contains(&waited), "waited {waited} s");
     }
 }
