@@ -31,10 +31,10 @@ use windlass_devcluster::{DevCluster, Options};
 use crate::support;
 use support::tools::{helm, kubectl, run, try_run};
 
-const NAMESPACE: &str = "windlass-system";
-const RELEASE: &str = "wl";
+pub const NAMESPACE: &str = "windlass-system";
+pub const RELEASE: &str = "wl";
 
-fn root() -> PathBuf {
+pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("host/ lives in the workspace root")
@@ -47,7 +47,7 @@ fn chart() -> PathBuf {
 
 /// `helm template` of the chart with the given values files and `--set`s: what `helm install`
 /// creates, so without the `helm test` hooks (`test_hooks`).
-fn template(values: &[&Path], sets: &[&str]) -> Result<String, String> {
+pub fn template(values: &[&Path], sets: &[&str]) -> Result<String, String> {
     render(values, sets, &["--skip-tests"])
 }
 
@@ -592,7 +592,7 @@ fn the_service_monitor_is_rendered_only_when_asked() {
 }
 
 /// The rendered documents, as JSON values (comment-only documents dropped).
-fn documents(manifests: &str) -> Vec<Value> {
+pub fn documents(manifests: &str) -> Vec<Value> {
     serde_yaml::Deserializer::from_str(manifests)
         .map(|doc| Value::deserialize(doc).expect("helm renders YAML"))
         .filter(|doc| !doc.is_null())

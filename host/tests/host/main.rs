@@ -19,6 +19,7 @@ mod finalize;
 mod helm;
 mod image;
 mod install;
+mod monitoring;
 mod oci;
 mod operator;
 mod render;

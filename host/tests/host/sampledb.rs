@@ -1509,6 +1509,55 @@ async fn a_foreground_deletion_takes_no_volume_before_its_final_snapshot() {
     dev.shutdown().await;
 }
 
+/// What a host serving a SampleDB exports is what monitoring expects: `promtool check metrics`
+/// finds nothing in it, Prometheus is served OpenMetrics, and every metric and label the chart's
+/// dashboard and alerts query is among it (`monitoring::check_queries_against`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_host_serving_sampledbs_exports_clean_metrics_and_every_query_names_them() {
+    let dev = start().await;
+    let k = Cluster::new(&dev);
+    k.create_db(
+        "watched",
+        json!({"version": "16.4", "replicas": 2, "storage": {"size": "1Gi"}}),
+    )
+    .await
+    .expect("created");
+    k.status_until("watched", "Ready", |s| s["phase"] == "Ready")
+        .await;
+    let admin = dev.dev.operator.admin_addr;
+    let (content_type, text) = crate::monitoring::scrape(admin, "*/*").await;
+    assert!(
+        content_type.starts_with("text/plain; version=0.0.4"),
+        "{content_type}"
+    );
+    let findings = crate::monitoring::promtool_check_metrics(&text)
+        .unwrap_or_else(|e| panic!("promtool check metrics: {e}"));
+    assert!(
+        findings.trim().is_empty(),
+        "promtool check metrics: {findings}"
+    );
+    for series in [
+        "controller_runtime_reconcile_total{controller=\"samples.windlass.dev/v1alpha1/SampleDB\"",
+        "workqueue_adds_total{name=\"samples.windlass.dev/v1alpha1/SampleDB\"",
+        "windlass_plugin_serving{plugin=\"sampledb-primary\"} 1",
+    ] {
+        assert!(text.contains(series), "{series} missing from {text}");
+    }
+    let (content_type, openmetrics) = crate::monitoring::scrape(
+        admin,
+        "application/openmetrics-text;version=1.0.0;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+    )
+    .await;
+    assert!(
+        content_type.starts_with("application/openmetrics-text"),
+        "{content_type}"
+    );
+    assert!(openmetrics.ends_with("# EOF\n"), "{openmetrics}");
+    let checked = crate::monitoring::check_queries_against(&text);
+    assert!(checked >= 30, "{checked} selectors checked");
+    dev.shutdown().await;
+}
+
 /// The StatefulSet is held exactly while a plugin finalizes: owned again when the backup
 /// plugin goes, and held again — the next apply drops the owner reference the host set, the
 /// path a StatefulSet from before held objects takes — when it comes back.

@@ -99,3 +99,22 @@ pub fn try_run(cmd: &mut Command, stdin: Option<&str>) -> Result<String, String>
 pub fn run(cmd: &mut Command) -> String {
     try_run(cmd, None).unwrap_or_else(|e| panic!("{e}"))
 }
+
+/// `$PROMTOOL`, else `promtool` on the PATH (Debian's `prometheus` package; `.ci/tools`
+/// installs it); panics saying how to get it.
+pub fn promtool() -> PathBuf {
+    if let Some(promtool) = std::env::var_os("PROMTOOL").filter(|p| !p.is_empty()) {
+        return PathBuf::from(promtool);
+    }
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .map(|dir| dir.join("promtool"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "promtool not found on the PATH: install Debian's prometheus package (.ci/tools \
+                 does) or set PROMTOOL"
+            )
+        })
+}
