@@ -49,8 +49,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    cli.global.init_logging();
+    // First: the OTLP exporter's HTTPS client (rustls) needs it too.
     windlass::source::install_crypto_provider();
+    // Kept to the end: dropping it sends the traces still buffered.
+    let _telemetry = cli.global.init_logging();
     let result = match cli.command {
         Command::Run(args) => cmd::block_on(cmd::run::run(&cli.global, args)),
         #[cfg(feature = "dev")]

@@ -17,3 +17,4 @@ pub mod k8s;
 pub mod leader;
 pub mod metrics;
 pub mod operator;
+pub mod telemetry;

@@ -252,9 +252,22 @@ impl Pipeline {
             }
             let (req, withheld) = run.request(stage, &input);
             let plugin = &stage.plugin;
-            let span =
-                tracing::info_span!("plugin_call", plugin = plugin.name(), phase = ?input.phase);
-            let (called, stats) = span.in_scope(|| plugin.call_for(&run.tenant, &req));
+            // One span per call, through the policy's check of its output: what a trace
+            // (OTLP, when configured) shows of it.
+            let span = tracing::info_span!(
+                "plugin_call",
+                plugin = plugin.name(),
+                digest = plugin.digest(),
+                phase = ?input.phase,
+                outcome = tracing::field::Empty,
+                memory_bytes = tracing::field::Empty,
+                fuel = tracing::field::Empty,
+                reused = tracing::field::Empty,
+                otel.status_code = tracing::field::Empty,
+                otel.status_description = tracing::field::Empty,
+            );
+            let entered = span.enter();
+            let (called, stats) = plugin.call_for(&run.tenant, &req);
             let step = called.map_err(Error::from).and_then(|mut resp| {
                 resp.desired.extend(withheld.iter().cloned());
                 let mut family = run.family.clone();
@@ -268,11 +281,22 @@ impl Pipeline {
                     resp,
                 )
             });
-            observe(
-                plugin.as_ref(),
-                &stats,
-                step.as_ref().map_or_else(Error::reason, |_| "ok"),
+            let outcome = step.as_ref().map_or_else(Error::reason, |_| "ok");
+            span.record("outcome", outcome);
+            span.record(
+                "memory_bytes",
+                u64::try_from(stats.memory_peak_bytes).unwrap_or(u64::MAX),
             );
+            if let Some(fuel) = stats.fuel_consumed {
+                span.record("fuel", fuel);
+            }
+            span.record("reused", stats.reused);
+            if let Err(e) = &step {
+                span.record("otel.status_code", "ERROR");
+                span.record("otel.status_description", tracing::field::display(e));
+            }
+            drop(entered);
+            observe(plugin.as_ref(), &stats, outcome);
             match step {
                 Ok((checked, resp, status)) => {
                     run.absorb(stage, &req, &withheld, checked, resp, status);

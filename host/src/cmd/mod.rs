@@ -41,22 +41,45 @@ enum LogFormat {
 
 impl Global {
     /// Logs to stderr in the chosen format, filtered by `RUST_LOG` (default `info`), in colour
-    /// only on a terminal and without `NO_COLOR`.
-    pub fn init_logging(&self) {
+    /// only on a terminal and without `NO_COLOR`; and, when the standard `OTEL_*` variables
+    /// name an OTLP endpoint, exports the spans (a reconcile, a plugin call) there. The
+    /// returned guard sends what is left when it is dropped.
+    pub fn init_logging(&self) -> Telemetry {
         use std::io::IsTerminal as _;
+        use tracing_subscriber::{
+            Layer as _, layer::SubscriberExt as _, util::SubscriberInitExt as _,
+        };
         let filter = tracing_subscriber::EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-        let builder = tracing_subscriber::fmt()
-            .with_env_filter(filter)
+        let fmt = tracing_subscriber::fmt::layer()
             .with_ansi(colour(
                 std::io::stderr().is_terminal(),
                 std::env::var_os("NO_COLOR").as_deref(),
             ))
             .with_writer(std::io::stderr);
-        match self.log_format {
-            LogFormat::Text => builder.init(),
-            LogFormat::Json => builder.json().init(),
+        let fmt = match self.log_format {
+            LogFormat::Text => fmt.boxed(),
+            LogFormat::Json => fmt.json().boxed(),
+        };
+        let (provider, problem) = match otlp_traces(|k| std::env::var(k).ok()) {
+            Ok(provider) => (provider, None),
+            Err(e) => (None, Some(e)),
+        };
+        let traces = provider.as_ref().map(|p| {
+            use opentelemetry::trace::TracerProvider as _;
+            tracing_opentelemetry::layer().with_tracer(p.tracer("windlass"))
+        });
+        tracing_subscriber::registry()
+            .with(fmt)
+            .with(traces)
+            .with(filter)
+            .init();
+        if let Some(e) = problem {
+            tracing::warn!("traces are not exported: {e:#}");
+        } else if provider.is_some() {
+            tracing::info!("exporting traces over OTLP/HTTP, as the OTEL_* variables configure");
         }
+        Telemetry(provider)
     }
 
     /// The runtime's settings: the precompiled cache unless `--no-cache`.
@@ -75,6 +98,83 @@ impl Global {
     pub fn runtime(&self) -> Result<Runtime> {
         Ok(Runtime::new(self.runtime_config())?)
     }
+}
+
+/// The OTLP trace pipeline, when configured: what is buffered is sent when it is dropped.
+#[must_use = "dropping it stops exporting traces"]
+pub struct Telemetry(Option<opentelemetry_sdk::trace::SdkTracerProvider>);
+
+impl Drop for Telemetry {
+    fn drop(&mut self) {
+        if let Some(provider) = self.0.take()
+            && let Err(e) = provider.shutdown()
+        {
+            eprintln!("warning: sending the last traces: {e}");
+        }
+    }
+}
+
+/// The trace exporter the standard OpenTelemetry variables (read through `var`) ask for: none
+/// unless `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT` names an
+/// endpoint, and none with `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none`. The
+/// exporter itself reads the endpoint, headers and timeout; the service name is `windlass`
+/// unless `OTEL_SERVICE_NAME` or `OTEL_RESOURCE_ATTRIBUTES` says otherwise.
+///
+/// # Errors
+/// A setting Windlass cannot honour (another exporter, OTLP over gRPC or JSON), or an exporter
+/// that cannot be built.
+pub fn otlp_traces(
+    var: impl Fn(&str) -> Option<String>,
+) -> Result<Option<opentelemetry_sdk::trace::SdkTracerProvider>> {
+    let var = |k: &str| var(k).filter(|v| !v.trim().is_empty());
+    if var("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
+        return Ok(None);
+    }
+    match var("OTEL_TRACES_EXPORTER").as_deref().map(str::trim) {
+        None | Some("otlp") => {}
+        Some("none") => return Ok(None),
+        Some(other) => anyhow::bail!(
+            "OTEL_TRACES_EXPORTER={other}: Windlass exports traces over OTLP only (otlp or none)"
+        ),
+    }
+    if var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_none()
+        && var("OTEL_EXPORTER_OTLP_ENDPOINT").is_none()
+    {
+        return Ok(None);
+    }
+    for key in [
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+    ] {
+        if let Some(protocol) = var(key)
+            && protocol.trim() != "http/protobuf"
+        {
+            anyhow::bail!(
+                "{key}={protocol}: Windlass sends OTLP over HTTP as protobuf (http/protobuf); \
+                 point the endpoint at the collector's OTLP/HTTP port (4318)"
+            );
+        }
+    }
+    use opentelemetry_otlp::WithExportConfig as _;
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+        .build()
+        .context("building the OTLP span exporter")?;
+    let named = var("OTEL_SERVICE_NAME").is_some()
+        || var("OTEL_RESOURCE_ATTRIBUTES").is_some_and(|a| a.contains("service.name="));
+    let mut resource = opentelemetry_sdk::Resource::builder().with_attribute(
+        opentelemetry::KeyValue::new("service.version", env!("CARGO_PKG_VERSION")),
+    );
+    if !named {
+        resource = resource.with_service_name("windlass");
+    }
+    Ok(Some(
+        opentelemetry_sdk::trace::SdkTracerProvider::builder()
+            .with_batch_exporter(exporter)
+            .with_resource(resource.build())
+            .build(),
+    ))
 }
 
 /// Whether logs are coloured: on a terminal, unless `NO_COLOR` is set to anything but the
@@ -168,8 +268,49 @@ pub async fn stop_signal() {
 
 #[cfg(test)]
 mod tests {
-    use super::colour;
+    use super::{colour, otlp_traces};
     use std::ffi::OsStr;
+
+    /// `otlp_traces` with these variables set and no others.
+    fn traces(vars: &[(&str, &str)]) -> Result<bool, String> {
+        windlass::source::install_crypto_provider();
+        otlp_traces(|k| {
+            vars.iter()
+                .find(|(name, _)| *name == k)
+                .map(|(_, v)| v.to_string())
+        })
+        .map(|p| p.is_some())
+        .map_err(|e| format!("{e:#}"))
+    }
+
+    #[test]
+    fn traces_go_out_only_when_the_otel_variables_name_an_endpoint_windlass_can_serve() {
+        const AT: (&str, &str) = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318");
+        assert_eq!(traces(&[]), Ok(false), "off by default");
+        assert_eq!(traces(&[AT]), Ok(true));
+        assert_eq!(
+            traces(&[(
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                "http://127.0.0.1:4318/v1/traces"
+            )]),
+            Ok(true)
+        );
+        assert_eq!(traces(&[AT, ("OTEL_EXPORTER_OTLP_ENDPOINT", "")]), Ok(true));
+        assert_eq!(traces(&[AT, ("OTEL_SDK_DISABLED", "true")]), Ok(false));
+        assert_eq!(traces(&[AT, ("OTEL_TRACES_EXPORTER", "none")]), Ok(false));
+        assert_eq!(traces(&[AT, ("OTEL_TRACES_EXPORTER", "otlp")]), Ok(true));
+        assert_eq!(
+            traces(&[AT, ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")]),
+            Ok(true)
+        );
+        let zipkin = traces(&[AT, ("OTEL_TRACES_EXPORTER", "zipkin")]).unwrap_err();
+        assert!(zipkin.contains("OTEL_TRACES_EXPORTER=zipkin"), "{zipkin}");
+        let grpc = traces(&[AT, ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc")]).unwrap_err();
+        assert!(
+            grpc.contains("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=grpc") && grpc.contains("4318"),
+            "{grpc}"
+        );
+    }
 
     #[test]
     fn logs_are_coloured_only_on_a_terminal_without_no_color() {

@@ -26,4 +26,5 @@ mod render;
 mod sampledb;
 mod signature;
 mod templates;
+mod traces;
 mod version;

@@ -68,8 +68,26 @@ async fn run(obj: Arc<DynamicObject>, ctx: Arc<KindCtx>) -> Result<Action, Recon
         kind = %ctx.parent.key(),
         namespace = obj.metadata.namespace.as_deref().unwrap_or(""),
         name = %obj.name_any(),
+        generation = obj.metadata.generation.unwrap_or(0),
+        result = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+        otel.status_description = tracing::field::Empty,
     );
-    let result = tracing::Instrument::instrument(reconcile_inner(&obj, &ctx), span).await;
+    if let Some(remote) = crate::telemetry::remote_parent(&obj) {
+        // Without an OpenTelemetry layer (no OTLP endpoint configured) there is no trace to
+        // join: nothing to do.
+        let _ = tracing_opentelemetry::OpenTelemetrySpanExt::set_parent(&span, remote);
+    }
+    let result = tracing::Instrument::instrument(reconcile_inner(&obj, &ctx), span.clone()).await;
+    match &result {
+        Ok(action) if *action == Action::await_change() => span.record("result", "success"),
+        Ok(_) => span.record("result", "requeue_after"),
+        Err(e) => {
+            span.record("result", e.reason());
+            span.record("otel.status_code", "ERROR");
+            span.record("otel.status_description", tracing::field::display(e))
+        }
+    };
     work.done();
     ctx.shared.metrics.record_reconcile(
         &kind,
