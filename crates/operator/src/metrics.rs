@@ -440,16 +440,19 @@ impl Drop for Work {
             .running
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        if let Some(works) = running.get_mut(&self.kind) {
-            works.remove(&self.id);
-        }
+        let was_running = running
+            .get_mut(&self.kind)
+            .is_some_and(|works| works.remove(&self.id).is_some());
         drop(running);
-        self.metrics
-            .active_workers
-            .get_or_create(&ControllerLabel {
-                controller: self.kind.clone(),
-            })
-            .dec();
+        // Not when the host stopped leading meanwhile: its series went then.
+        if was_running {
+            self.metrics
+                .active_workers
+                .get_or_create(&ControllerLabel {
+                    controller: self.kind.clone(),
+                })
+                .dec();
+        }
     }
 }
 
@@ -474,6 +477,12 @@ impl Metrics {
             .get_or_create(&label)
             .set(i64::from(concurrency));
         // Zero series from the start, so that rates and alerts see the first one.
+        for result in ["success", "requeue_after", "error"] {
+            drop(self.reconciles.get_or_create(&ControllerResult {
+                controller: kind.to_string(),
+                result: result.to_string(),
+            }));
+        }
         drop(self.active_workers.get_or_create(&label));
         drop(self.reconcile_errors.get_or_create(&label));
         drop(self.retries.get_or_create(&QueueLabel::of(kind)));
@@ -482,6 +491,21 @@ impl Metrics {
             .unwrap_or_else(|e| e.into_inner())
             .entry(kind.to_string())
             .or_default();
+    }
+
+    /// This host stopped leading: the series of the controllers and plugin loader it ran go
+    /// (counters stay: they only ever count up).
+    pub fn stopped_leading(&self) {
+        self.plugin_serving.clear();
+        self.queue_depth.clear();
+        self.max_concurrent.clear();
+        self.active_workers.clear();
+        self.unfinished_seconds.clear();
+        self.longest_running_seconds.clear();
+        self.running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
     }
 
     /// A reconcile of this kind starts running: running until the returned [`Work`] goes.
@@ -770,6 +794,12 @@ mod tests {
             0.0
         );
         assert_eq!(value(&text, &format!("workqueue_retries_total{q}")), 0.0);
+        for result in ["success", "requeue_after", "error"] {
+            let series = format!(
+                r#"controller_runtime_reconcile_total{{controller="v1/Thing",result="{result}"}} "#
+            );
+            assert_eq!(value(&text, &series), 0.0);
+        }
         let first = m.work_started("v1/Thing");
         std::thread::sleep(std::time::Duration::from_millis(40));
         let second = m.work_started("v1/Thing");
@@ -804,6 +834,22 @@ mod tests {
             value(&text, &format!("workqueue_work_duration_seconds_count{q}")),
             1.0
         );
+        // A reconcile cut off by the lease's loss: its series go, and it does not bring them
+        // back when it ends.
+        let cut = m.work_started("v1/Thing");
+        m.set_plugin_serving("storage", Some(false));
+        m.stopped_leading();
+        drop(cut);
+        let text = m.encode();
+        for gone in [
+            "controller_runtime_active_workers{",
+            "controller_runtime_max_concurrent_reconciles{",
+            "workqueue_unfinished_work_seconds{",
+            "windlass_plugin_serving{",
+        ] {
+            assert!(!text.contains(gone), "{gone} still in {text}");
+        }
+        m.controller_started("v1/Thing", 4);
         m.record_retry("v1/Thing");
         m.record_reconcile("v1/Thing", Ok(true), 0.2);
         let text = m.encode();

@@ -133,6 +133,10 @@ async fn lead(
         run_controllers(shared.clone(), lost).await;
         health.leading.store(false, Ordering::Relaxed);
         shared.metrics.leader.set(0);
+        // A standby serves nothing and queues nothing: what the leader it was reported goes,
+        // or a dashboard summing replicas (and an alert on a plugin not serving) would count
+        // it for ever.
+        shared.metrics.stopped_leading();
         if *shutdown.borrow() {
             return;
         }

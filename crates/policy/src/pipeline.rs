@@ -729,6 +729,93 @@ mod tests {
             assert_eq!(later.calls(), 0, "a plugin after the failure was called");
         }
 
+        /// The fields recorded on `plugin_call` spans, in order: what a trace exporter gets.
+        #[derive(Clone, Default)]
+        struct CallFields(Arc<Mutex<Vec<(String, String)>>>);
+
+        impl tracing::field::Visit for CallFields {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                self.0
+                    .lock()
+                    .unwrap()
+                    .push((field.name().to_string(), format!("{value:?}")));
+            }
+
+            fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+                self.0
+                    .lock()
+                    .unwrap()
+                    .push((field.name().to_string(), value.to_string()));
+            }
+        }
+
+        impl<S> tracing_subscriber::Layer<S> for CallFields
+        where
+            S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+        {
+            fn on_new_span(
+                &self,
+                attrs: &tracing::span::Attributes<'_>,
+                _: &tracing::span::Id,
+                _: tracing_subscriber::layer::Context<'_, S>,
+            ) {
+                if attrs.metadata().name() == "plugin_call" {
+                    attrs.record(&mut self.clone());
+                }
+            }
+
+            fn on_record(
+                &self,
+                id: &tracing::span::Id,
+                values: &tracing::span::Record<'_>,
+                ctx: tracing_subscriber::layer::Context<'_, S>,
+            ) {
+                if ctx.span(id).is_some_and(|s| s.name() == "plugin_call") {
+                    values.record(&mut self.clone());
+                }
+            }
+        }
+
+        #[test]
+        fn each_call_is_a_span_saying_which_plugin_what_it_cost_and_how_it_ended() {
+            use tracing_subscriber::layer::SubscriberExt as _;
+            let (first, _) = stage(Native::new(
+                info("first", PARENT, &["v1/ConfigMap"]),
+                |_| Ok(Response::default()),
+            ));
+            let (second, _) = stage(Native::new(
+                info("broken", PARENT, &["v1/ConfigMap"]),
+                |_| Err(failed("broken", "no disk")),
+            ));
+            let fields = CallFields::default();
+            let subscriber = tracing_subscriber::registry().with(fields.clone());
+            let result = tracing::subscriber::with_default(subscriber, || {
+                run(&pipeline(vec![first, second]), Phase::Reconcile)
+            });
+            assert!(result.is_err());
+            let fields = fields.0.lock().unwrap().clone();
+            let values = |name: &str| -> Vec<&str> {
+                fields
+                    .iter()
+                    .filter(|(n, _)| n == name)
+                    .map(|(_, v)| v.as_str())
+                    .collect()
+            };
+            assert_eq!(values("plugin"), ["first", "broken"]);
+            assert_eq!(values("phase"), ["Reconcile", "Reconcile"]);
+            assert_eq!(values("digest").len(), 2);
+            assert_eq!(values("outcome"), ["ok", "PluginFailed"]);
+            assert_eq!(values("memory_bytes").len(), 2);
+            assert_eq!(values("reused").len(), 2);
+            // Only the failed call carries an error status, with the failure.
+            assert_eq!(values("otel.status_code"), ["ERROR"]);
+            let description = values("otel.status_description");
+            assert!(
+                description.len() == 1 && description[0].contains("no disk"),
+                "{description:?}"
+            );
+        }
+
         #[test]
         fn an_ignored_failure_skips_the_plugin_and_marks_the_run_incomplete() {
             let (mut first, _) = stage(Native::new(

@@ -57,9 +57,10 @@ impl Global {
                 std::env::var_os("NO_COLOR").as_deref(),
             ))
             .with_writer(std::io::stderr);
+        // RUST_LOG filters the log only: traces keep every span at INFO and above.
         let fmt = match self.log_format {
-            LogFormat::Text => fmt.boxed(),
-            LogFormat::Json => fmt.json().boxed(),
+            LogFormat::Text => fmt.with_filter(filter).boxed(),
+            LogFormat::Json => fmt.json().with_filter(filter).boxed(),
         };
         let (provider, problem) = match otlp_traces(|k| std::env::var(k).ok()) {
             Ok(provider) => (provider, None),
@@ -67,13 +68,11 @@ impl Global {
         };
         let traces = provider.as_ref().map(|p| {
             use opentelemetry::trace::TracerProvider as _;
-            tracing_opentelemetry::layer().with_tracer(p.tracer("windlass"))
+            tracing_opentelemetry::layer()
+                .with_tracer(p.tracer("windlass"))
+                .with_filter(tracing_subscriber::filter::LevelFilter::INFO)
         });
-        tracing_subscriber::registry()
-            .with(fmt)
-            .with(traces)
-            .with(filter)
-            .init();
+        tracing_subscriber::registry().with(fmt).with(traces).init();
         if let Some(e) = problem {
             tracing::warn!("traces are not exported: {e:#}");
         } else if provider.is_some() {
@@ -142,13 +141,15 @@ pub fn otlp_traces(
     {
         return Ok(None);
     }
-    for key in [
+    // The signal's own setting wins over the general one.
+    let protocol = [
         "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
         "OTEL_EXPORTER_OTLP_PROTOCOL",
-    ] {
-        if let Some(protocol) = var(key)
-            && protocol.trim() != "http/protobuf"
-        {
+    ]
+    .into_iter()
+    .find_map(|key| var(key).map(|v| (key, v)));
+    if let Some((key, protocol)) = protocol {
+        if protocol.trim() != "http/protobuf" {
             anyhow::bail!(
                 "{key}={protocol}: Windlass sends OTLP over HTTP as protobuf (http/protobuf); \
                  point the endpoint at the collector's OTLP/HTTP port (4318)"
@@ -295,7 +296,20 @@ mod tests {
             )]),
             Ok(true)
         );
-        assert_eq!(traces(&[AT, ("OTEL_EXPORTER_OTLP_ENDPOINT", "")]), Ok(true));
+        assert_eq!(
+            traces(&[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", " ")]),
+            Ok(false),
+            "an empty endpoint is none"
+        );
+        assert_eq!(
+            traces(&[
+                AT,
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+                ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf"),
+            ]),
+            Ok(true),
+            "the signal's own protocol wins"
+        );
         assert_eq!(traces(&[AT, ("OTEL_SDK_DISABLED", "true")]), Ok(false));
         assert_eq!(traces(&[AT, ("OTEL_TRACES_EXPORTER", "none")]), Ok(false));
         assert_eq!(traces(&[AT, ("OTEL_TRACES_EXPORTER", "otlp")]), Ok(true));

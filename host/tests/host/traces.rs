@@ -190,10 +190,26 @@ fn reconciles_and_plugin_calls_are_sent_as_spans_and_join_the_trace_a_parent_car
             "{:?}",
             r.span.attributes
         );
-        // Inside the trace the parent came with, under the span that created it.
-        assert_eq!(hex(&r.span.trace_id), TRACE);
-        assert_eq!(hex(&r.span.parent_span_id), SPAN);
+        // The reconcile a change led to is inside the trace the parent came with, under the
+        // span that made the change; later ones (requeues, children's changes) link to it.
+        let joined = hex(&r.span.trace_id) == TRACE && hex(&r.span.parent_span_id) == SPAN;
+        let linked = r
+            .span
+            .links
+            .iter()
+            .any(|l| hex(&l.trace_id) == TRACE && hex(&l.span_id) == SPAN);
+        assert!(
+            joined != linked,
+            "joined {joined}, linked {linked}: {:?}",
+            r.span
+        );
     }
+    assert!(
+        reconciles
+            .iter()
+            .any(|r| hex(&r.span.parent_span_id) == SPAN),
+        "no reconcile joined the trace"
+    );
     let reconcile_ids: BTreeMap<Vec<u8>, &Received> = reconciles
         .iter()
         .map(|r| (r.span.span_id.clone(), *r))
@@ -218,7 +234,10 @@ fn reconciles_and_plugin_calls_are_sent_as_spans_and_join_the_trace_a_parent_car
         assert!(plugins.contains(plugin), "no call of {plugin}: {plugins:?}");
     }
     for call in &calls {
-        assert_eq!(hex(&call.span.trace_id), TRACE);
+        assert_eq!(
+            call.span.trace_id,
+            reconcile_ids[&call.span.parent_span_id].span.trace_id
+        );
         assert!(
             call.attr("digest")
                 .unwrap_or_default()

@@ -20,6 +20,7 @@ use super::{
     context::KindCtx,
     error::ReconcileError,
     finalizer,
+    gate::Lane,
     plan::{self, PARENT_UID_LABEL, ParentRef},
 };
 use windlass_contract::Phase;
@@ -51,13 +52,18 @@ pub async fn reconcile(
         return Ok(Action::await_change());
     };
     // Boxed: the many reconciles waiting above each hold only this much.
-    let result = Box::pin(run(obj, ctx)).await;
+    let result = Box::pin(run(obj, ctx, lane == Lane::Changed)).await;
     drop(permit);
     result
 }
 
-/// One reconcile, given leave to run.
-async fn run(obj: Arc<DynamicObject>, ctx: Arc<KindCtx>) -> Result<Action, ReconcileError> {
+/// One reconcile, given leave to run; `changed`: the parent is new or its spec changed since
+/// its last reconcile.
+async fn run(
+    obj: Arc<DynamicObject>,
+    ctx: Arc<KindCtx>,
+    changed: bool,
+) -> Result<Action, ReconcileError> {
     let started = Instant::now();
     ctx.queue
         .started(&obj.uid().unwrap_or_default(), obj.metadata.generation);
@@ -74,9 +80,17 @@ async fn run(obj: Arc<DynamicObject>, ctx: Arc<KindCtx>) -> Result<Action, Recon
         otel.status_description = tracing::field::Empty,
     );
     if let Some(remote) = crate::telemetry::remote_parent(&obj) {
-        // Without an OpenTelemetry layer (no OTLP endpoint configured) there is no trace to
-        // join: nothing to do.
-        let _ = tracing_opentelemetry::OpenTelemetrySpanExt::set_parent(&span, remote);
+        use opentelemetry::trace::TraceContextExt as _;
+        use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+        // The reconcile the change led to joins the trace it came with; later ones (requeues,
+        // children's changes) only link to it, or the annotation, which stays, would grow that
+        // trace for the parent's whole life. Without an OpenTelemetry layer (no OTLP endpoint
+        // configured) there is no trace: both do nothing.
+        if changed {
+            let _ = span.set_parent(remote);
+        } else {
+            span.add_link(remote.span().span_context().clone());
+        }
     }
     let result = tracing::Instrument::instrument(reconcile_inner(&obj, &ctx), span.clone()).await;
     match &result {
