@@ -71,7 +71,7 @@ async fn run(
     let work = ctx.shared.metrics.work_started(&kind);
     let span = tracing::info_span!(
         "reconcile",
-        kind = %ctx.parent.key(),
+        kind = %kind,
         namespace = obj.metadata.namespace.as_deref().unwrap_or(""),
         name = %obj.name_any(),
         generation = obj.metadata.generation.unwrap_or(0),
@@ -93,24 +93,27 @@ async fn run(
         }
     }
     let result = tracing::Instrument::instrument(reconcile_inner(&obj, &ctx), span.clone()).await;
-    match &result {
-        Ok(action) if *action == Action::await_change() => span.record("result", "success"),
-        Ok(_) => span.record("result", "requeue_after"),
-        Err(e) => {
-            span.record("result", e.reason());
-            span.record("otel.status_code", "ERROR");
-            span.record("otel.status_description", tracing::field::display(e))
-        }
-    };
-    work.done();
-    ctx.shared.metrics.record_reconcile(
-        &kind,
-        match &result {
-            Ok(action) => Ok(*action != Action::await_change()),
-            Err(e) => Err(e.reason()),
+    // Whether it asked to run again after a delay, or why it failed: for the span and metrics.
+    let outcome = result
+        .as_ref()
+        .map(|action| *action != Action::await_change())
+        .map_err(ReconcileError::reason);
+    span.record(
+        "result",
+        match outcome {
+            Ok(false) => "success",
+            Ok(true) => "requeue_after",
+            Err(reason) => reason,
         },
-        started.elapsed().as_secs_f64(),
     );
+    if let Err(e) = &result {
+        span.record("otel.status_code", "ERROR");
+        span.record("otel.status_description", tracing::field::display(e));
+    }
+    work.done();
+    ctx.shared
+        .metrics
+        .record_reconcile(&kind, outcome, started.elapsed().as_secs_f64());
     if result.is_ok() {
         ctx.remembered.succeeded(&obj.uid().unwrap_or_default());
     }
