@@ -1,4 +1,5 @@
-//! `/healthz`, `/readyz` and `/metrics`.
+//! `/healthz`, `/readyz`, `/metrics` and `/debug/runs/{uid}` (a parent's last run, see
+//! [`crate::runs`]).
 //!
 //! `/healthz` answers 200 while the process serves. `/readyz` answers 200 once the instance has
 //! started (its election runs and it either leads with its controllers running or stands by,
@@ -17,7 +18,7 @@ use std::{
 
 use axum::{Router, extract::State, http::StatusCode, response::IntoResponse, routing::get};
 
-use crate::metrics::Metrics;
+use crate::{metrics::Metrics, runs::Runs};
 
 /// What the admin endpoints report.
 #[derive(Debug, Default)]
@@ -28,6 +29,8 @@ pub struct Health {
     pub leading: AtomicBool,
     /// The metrics.
     pub metrics: Arc<Metrics>,
+    /// The parents' last runs (this instance's, while it leads).
+    pub runs: Arc<Runs>,
 }
 
 /// The admin router.
@@ -36,6 +39,7 @@ pub fn router(health: Arc<Health>) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .route("/debug/runs/{uid}", get(last_run))
         .with_state(health)
 }
 
@@ -59,6 +63,29 @@ async fn metrics(
         .and_then(|v| v.to_str().ok());
     let (content_type, body) = health.metrics.encode_for(accept);
     ([("content-type", content_type)], body)
+}
+
+/// A parent's last run as JSON (`windlass trace` reads it): 404 when none is recorded, 503 on
+/// a standby, which reconciles nothing.
+async fn last_run(
+    State(health): State<Arc<Health>>,
+    axum::extract::Path(uid): axum::extract::Path<String>,
+) -> axum::response::Response {
+    if !health.leading.load(Ordering::Relaxed) {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "standby: the leader holds the runs\n",
+        )
+            .into_response();
+    }
+    match health.runs.get(&uid) {
+        Some(run) => axum::Json(run).into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            format!("no run of a parent with uid {uid} since this instance started leading\n"),
+        )
+            .into_response(),
+    }
 }
 
 /// Serves the admin endpoints on `addr` until `shutdown` resolves.
@@ -121,5 +148,34 @@ mod tests {
         let (status, metrics) = get(&health, "/metrics").await;
         assert_eq!(status, StatusCode::OK);
         assert!(metrics.contains("windlass_leader"), "{metrics}");
+    }
+
+    #[tokio::test]
+    async fn a_parents_last_run_is_served_by_the_leader_only() {
+        let health = Arc::new(Health::default());
+        health.runs.end(
+            "u1",
+            crate::runs::LastRun {
+                kind: "samples/v1/DB".into(),
+                namespace: "shop".into(),
+                name: "orders".into(),
+                started: "2026-12-05T10:00:00Z".into(),
+                duration_ms: 4.0,
+                result: "Refused".into(),
+                message: Some("plugin storage: refused".into()),
+                plugins: Vec::new(),
+            },
+        );
+        let (status, body) = get(&health, "/debug/runs/u1").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        health.leading.store(true, Ordering::Relaxed);
+        let (status, body) = get(&health, "/debug/runs/u1").await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let run: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(run["name"], "orders");
+        assert_eq!(run["result"], "Refused");
+        let (status, body) = get(&health, "/debug/runs/u2").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert!(body.contains("u2"), "{body}");
     }
 }

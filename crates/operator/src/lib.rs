@@ -17,4 +17,5 @@ pub mod k8s;
 pub mod leader;
 pub mod metrics;
 pub mod operator;
+pub mod runs;
 pub mod telemetry;

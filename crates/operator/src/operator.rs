@@ -56,6 +56,7 @@ pub async fn start(
         started: Default::default(),
         leading: Default::default(),
         metrics: metrics.clone(),
+        runs: Default::default(),
     });
     let admin_addr = admin::serve(config.admin_addr, health.clone(), stopped(shutdown.clone()))
         .await
@@ -70,6 +71,7 @@ pub async fn start(
         client.clone(),
         engine,
         metrics.clone(),
+        health.runs.clone(),
         config.settings.clone(),
         &config.identity,
     );

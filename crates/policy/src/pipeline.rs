@@ -227,9 +227,9 @@ impl<'a> Input<'a> {
     }
 }
 
-/// Called after every plugin call with the plugin, what the call cost and its outcome (`ok`
-/// or the error's reason), for metrics.
-pub type Observe<'a> = &'a (dyn Fn(&dyn Reconciler, &CallStats, &str) + Sync);
+/// Called after every plugin call with the plugin, what the call cost and how it ended (the
+/// error, with its reason and rule, when it failed), for metrics and the parent's last run.
+pub type Observe<'a> = &'a (dyn Fn(&dyn Reconciler, &CallStats, Result<(), &Error>) + Sync);
 
 impl Pipeline {
     /// Runs every stage for the input's parent given what was observed.
@@ -296,7 +296,7 @@ impl Pipeline {
                 span.record("otel.status_description", tracing::field::display(e));
             }
             drop(entered);
-            observe(plugin.as_ref(), &stats, outcome);
+            observe(plugin.as_ref(), &stats, step.as_ref().map(|_| ()));
             match step {
                 Ok((checked, resp, status)) => {
                     run.absorb(stage, &req, &withheld, checked, resp, status);

@@ -135,6 +135,7 @@ async fn start(
             shared.metrics.tracked_of(&key, "backoffs"),
             &key,
             shared.metrics.finalize_stuck.clone(),
+            shared.runs.clone(),
         ),
         queue: queue.clone(),
     });

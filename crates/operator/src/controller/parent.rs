@@ -23,6 +23,7 @@ use super::{
     gate::Lane,
     plan::{self, PARENT_UID_LABEL, ParentRef},
 };
+use crate::runs::{LastRun, PluginRun};
 use windlass_contract::Phase;
 use windlass_policy::pipeline::{Input, Outcome, Pipeline};
 
@@ -65,8 +66,10 @@ async fn run(
     changed: bool,
 ) -> Result<Action, ReconcileError> {
     let started = Instant::now();
-    ctx.queue
-        .started(&obj.uid().unwrap_or_default(), obj.metadata.generation);
+    let started_at = windlass_contract::now_rfc3339();
+    let uid = obj.uid().unwrap_or_default();
+    ctx.queue.started(&uid, obj.metadata.generation);
+    ctx.shared.runs.begin(&uid);
     let kind = ctx.parent.key();
     let work = ctx.shared.metrics.work_started(&kind);
     let span = tracing::info_span!(
@@ -93,29 +96,40 @@ async fn run(
         }
     }
     let result = tracing::Instrument::instrument(reconcile_inner(&obj, &ctx), span.clone()).await;
-    // Whether it asked to run again after a delay, or why it failed: for the span and metrics.
+    // Whether it asked to run again after a delay, or why it failed: for the span, the metrics
+    // and the parent's last run.
     let outcome = result
         .as_ref()
         .map(|action| *action != Action::await_change())
         .map_err(ReconcileError::reason);
-    span.record(
-        "result",
-        match outcome {
-            Ok(false) => "success",
-            Ok(true) => "requeue_after",
-            Err(reason) => reason,
-        },
-    );
+    let named = match outcome {
+        Ok(false) => "success",
+        Ok(true) => "requeue_after",
+        Err(reason) => reason,
+    };
+    span.record("result", named);
     if let Err(e) = &result {
         span.record("otel.status_code", "ERROR");
         span.record("otel.status_description", tracing::field::display(e));
     }
     work.done();
-    ctx.shared
-        .metrics
-        .record_reconcile(&kind, outcome, started.elapsed().as_secs_f64());
+    let took = started.elapsed().as_secs_f64();
+    ctx.shared.metrics.record_reconcile(&kind, outcome, took);
+    ctx.shared.runs.end(
+        &uid,
+        LastRun {
+            kind,
+            namespace: obj.namespace().unwrap_or_default(),
+            name: obj.name_any(),
+            started: started_at,
+            duration_ms: took * 1e3,
+            result: named.to_string(),
+            message: result.as_ref().err().map(ToString::to_string),
+            plugins: Vec::new(),
+        },
+    );
     if result.is_ok() {
-        ctx.remembered.succeeded(&obj.uid().unwrap_or_default());
+        ctx.remembered.succeeded(&uid);
     }
     result
 }
@@ -221,6 +235,7 @@ async fn steps(
     // Run.
     let mut outcome = run_pipeline(
         ctx,
+        &uid,
         pipeline.clone(),
         phase,
         parent.clone(),
@@ -388,9 +403,11 @@ fn observe(obj: &DynamicObject, ctx: &KindCtx) -> Vec<Value> {
     out
 }
 
-/// Runs the pipeline on a blocking thread (plugin calls are synchronous), recording calls.
+/// Runs the pipeline on a blocking thread (plugin calls are synchronous), recording calls in
+/// the metrics and the parent's last run.
 async fn run_pipeline(
     ctx: &KindCtx,
+    uid: &str,
     pipeline: Arc<Pipeline>,
     phase: Phase,
     parent: Value,
@@ -399,16 +416,37 @@ async fn run_pipeline(
     let metrics = ctx.shared.metrics.clone();
     let now = windlass_contract::now_rfc3339();
     let span = tracing::Span::current();
-    tokio::task::spawn_blocking(move || {
+    let (outcome, calls) = tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
-        pipeline.run_observed(
+        let calls = std::sync::Mutex::new(Vec::new());
+        let outcome = pipeline.run_observed(
             Input::new(phase, &parent, &observed, &now),
-            &|plugin, stats, outcome| {
-                metrics.record_call(plugin.name(), stats, outcome);
+            &|plugin, stats, result| {
+                let reason = result.map_or_else(|e| e.reason(), |()| "ok");
+                metrics.record_call(plugin.name(), stats, reason);
+                let mut calls = calls.lock().unwrap_or_else(|e| e.into_inner());
+                calls.push(PluginRun {
+                    name: plugin.name().to_string(),
+                    digest: plugin.digest().to_string(),
+                    duration_ms: stats.duration.as_secs_f64() * 1e3,
+                    memory_bytes: u64::try_from(stats.memory_peak_bytes).unwrap_or(u64::MAX),
+                    fuel: stats.fuel_consumed,
+                    result: reason.to_string(),
+                    rule: result
+                        .err()
+                        .and_then(|e| e.rule())
+                        .map(|r| r.as_str().to_string()),
+                    message: result.err().map(ToString::to_string),
+                });
             },
+        );
+        (
+            outcome,
+            calls.into_inner().unwrap_or_else(|e| e.into_inner()),
         )
     })
     .await
-    .map_err(ReconcileError::Join)?
-    .map_err(ReconcileError::from)
+    .map_err(ReconcileError::Join)?;
+    ctx.shared.runs.called(uid, calls);
+    outcome.map_err(ReconcileError::from)
 }

@@ -1,7 +1,8 @@
 //! What a parent kind's controller remembers per parent between reconciles: the reference a
-//! child's uid label leads to, the consecutive failures that set its backoff, and which plugins
-//! hold a stuck finalize phase (the `finalize_stuck` gauge). All are forgotten when the parent goes, so a long-running host's memory does not grow with every
-//! parent it ever saw.
+//! child's uid label leads to, the consecutive failures that set its backoff, which plugins
+//! hold a stuck finalize phase (the `finalize_stuck` gauge), and its last run (`crate::runs`,
+//! kept for every kind in one place). All are forgotten when the parent goes, so a
+//! long-running host's memory does not grow with every parent it ever saw.
 //!
 //! # Why the store is checked after each insert
 //! A reconcile may still be running when its parent's delete arrives. The watch task removes the
@@ -10,7 +11,10 @@
 //! the parent: either the watch task's removal comes after the insert, or the check does and
 //! finds the parent gone.
 
-use std::{collections::HashMap, sync::Mutex};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
 
 use kube::{
     ResourceExt,
@@ -20,7 +24,7 @@ use kube::{
 };
 use prometheus_client::metrics::{family::Family, gauge::Gauge};
 
-use crate::metrics::KindPlugin;
+use crate::{metrics::KindPlugin, runs::Runs};
 
 /// Per-parent memory of one parent kind, bounded by the parents that exist.
 pub struct Remembered {
@@ -39,6 +43,8 @@ pub struct Remembered {
     /// The parent kind, for the stuck gauge's label.
     kind: String,
     stuck_gauges: Family<KindPlugin, Gauge>,
+    /// The parents' last runs (of every kind; this one forgets its own).
+    runs: Arc<Runs>,
 }
 
 impl std::fmt::Debug for Remembered {
@@ -60,6 +66,7 @@ impl Remembered {
         failures: Gauge,
         kind: &str,
         stuck: Family<KindPlugin, Gauge>,
+        runs: Arc<Runs>,
     ) -> Self {
         Remembered {
             store,
@@ -71,6 +78,7 @@ impl Remembered {
             failures_gauge: failures,
             kind: kind.to_string(),
             stuck_gauges: stuck,
+            runs,
         }
     }
 
@@ -149,6 +157,7 @@ impl Remembered {
     pub fn forget(&self, uid: &str) {
         remove(&self.parents, &self.parents_gauge, uid);
         remove(&self.failures, &self.failures_gauge, uid);
+        self.runs.forget(uid);
         let old = lock(&self.stuck).remove(uid);
         self.count(old.as_deref().unwrap_or_default(), -1);
     }
@@ -160,6 +169,7 @@ impl Remembered {
             self.store.state().iter().filter_map(|o| o.uid()).collect();
         retain(&self.parents, &self.parents_gauge, &listed);
         retain(&self.failures, &self.failures_gauge, &listed);
+        self.runs.forget_kind(&self.kind, Some(&listed));
         let gone: Vec<Vec<String>> = {
             let mut stuck = lock(&self.stuck);
             let gone = stuck
@@ -190,6 +200,7 @@ impl Drop for Remembered {
         // set, so a controller restarted before this one is dropped is counted right.
         self.parents_gauge.dec_by(len(&lock(&self.parents)));
         self.failures_gauge.dec_by(len(&lock(&self.failures)));
+        self.runs.forget_kind(&self.kind, None);
         let stuck: Vec<Vec<String>> = lock(&self.stuck).drain().map(|(_, p)| p).collect();
         for plugins in stuck {
             self.count(&plugins, -1);
@@ -260,6 +271,7 @@ mod tests {
             Gauge::default(),
             "example.com/v1/Thing",
             family.clone(),
+            Arc::default(),
         );
         let value = |plugin: &str| {
             family

@@ -9,7 +9,7 @@ use windlass_contract::Engine;
 use super::{
     discovery::Discovery, events::Recorder, limits, registry::Registry, source, traffic::Traffic,
 };
-use crate::metrics::Metrics;
+use crate::{metrics::Metrics, runs::Runs};
 
 /// Settings of the controller.
 #[derive(Debug, Clone)]
@@ -82,6 +82,8 @@ pub struct Shared {
     pub registry: Arc<Registry>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
+    /// The parents' last runs.
+    pub runs: Arc<Runs>,
     /// Events on parents and WasmPlugins.
     pub recorder: Recorder,
     /// Kinds the API server serves.
@@ -117,6 +119,7 @@ impl Shared {
         client: Client,
         engine: Arc<dyn Engine>,
         metrics: Arc<Metrics>,
+        runs: Arc<Runs>,
         settings: Settings,
         instance: &str,
     ) -> Arc<Self> {
@@ -131,6 +134,7 @@ impl Shared {
             engine,
             registry,
             metrics,
+            runs,
             settings,
             traffic: tokio::sync::OnceCell::new(),
             traffic_failed: std::sync::Mutex::new(None),
