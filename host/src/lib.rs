@@ -17,7 +17,7 @@
 //! the `dev` feature, [`dev`] (`windlass dev` on the embedded devcluster).
 
 pub use windlass_contract as contract;
-pub use windlass_operator::{admin, controller, crd, k8s, leader, metrics, operator};
+pub use windlass_operator::{admin, controller, crd, k8s, leader, metrics, operator, runs};
 pub use windlass_policy as policy;
 pub use windlass_policy::pipeline;
 pub use windlass_runtime as runtime;
@@ -28,6 +28,7 @@ pub mod cases;
 pub mod dev;
 pub mod render;
 pub mod scaffold;
+pub mod trace;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 

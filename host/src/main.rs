@@ -30,6 +30,10 @@ enum Command {
     Crds,
     /// Run a pipeline of plugins on a parent from a file and print what the host would apply.
     Render(cmd::render::Args),
+    /// Show a parent and its children as a tree: the plugin and digest that made each, whether
+    /// it is ready or has drifted, then the parent's last run plugin by plugin, its conditions
+    /// and its events. Linked or copied as `kubectl-windlass` it is `kubectl windlass trace`.
+    Trace(cmd::trace::Args),
     /// Work with plugin components.
     #[command(subcommand)]
     Plugin(cmd::plugin::Command),
@@ -47,8 +51,27 @@ enum Command {
     },
 }
 
+/// The name the binary is called by in help and errors: `kubectl windlass` when kubectl runs it
+/// as its plugin (`kubectl-windlass` on the PATH), else `windlass`.
+fn called_as() -> &'static str {
+    let argv0 = std::env::args_os().next().unwrap_or_default();
+    let name = std::path::Path::new(&argv0)
+        .file_stem()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    if name == "kubectl-windlass" {
+        "kubectl windlass"
+    } else {
+        "windlass"
+    }
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    use clap::FromArgMatches as _;
+    let cli = match Cli::from_arg_matches(&Cli::command().bin_name(called_as()).get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     // First: the OTLP exporter's HTTPS client (rustls) needs it too.
     windlass::source::install_crypto_provider();
     // Kept to the end: dropping it sends the traces still buffered.
@@ -59,6 +82,7 @@ fn main() -> ExitCode {
         Command::Dev(args) => cmd::block_on(cmd::dev::run(&cli.global, args)),
         Command::Crds => cmd::crds::run(),
         Command::Render(args) => cmd::render::run(&cli.global, args),
+        Command::Trace(args) => cmd::block_on(cmd::trace::run(args)),
         Command::Plugin(command) => cmd::plugin::run(&cli.global, command),
         Command::Probe(args) => cmd::block_on(cmd::probe::run(args)),
         Command::Version => cmd::version::run(),

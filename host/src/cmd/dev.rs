@@ -123,6 +123,11 @@ pub async fn run(global: &Global, args: Args) -> Result<()> {
             windlass::dev::start_on(client, config).await?
         }
     };
+    if args.kubeconfig.is_none() {
+        // Its own kubeconfig only (never one the user gave): `windlass trace` finds the host's
+        // admin address there.
+        record_admin(&args.kubeconfig_out, dev.operator.admin_addr)?;
+    }
     print_welcome(
         &dev,
         args.kubeconfig.as_ref().unwrap_or(&args.kubeconfig_out),
@@ -147,6 +152,35 @@ pub async fn run(global: &Global, args: Args) -> Result<()> {
     Ok(())
 }
 
+/// Writes the admin address into the kubeconfig's clusters as the `windlass.dev` extension
+/// (`{admin: http://…}`), where `windlass trace` reads it.
+fn record_admin(kubeconfig: &std::path::Path, admin: std::net::SocketAddr) -> Result<()> {
+    let mut admin = admin;
+    if admin.ip().is_unspecified() {
+        admin.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    let read = || -> Result<serde_yaml::Value> {
+        Ok(serde_yaml::from_str(&std::fs::read_to_string(kubeconfig)?)?)
+    };
+    let mut file = read().with_context(|| format!("reading {}", kubeconfig.display()))?;
+    let extension: serde_yaml::Value = serde_yaml::from_str(&format!(
+        "[{{name: {}, extension: {{admin: 'http://{admin}'}}}}]",
+        super::trace::KUBECONFIG_EXTENSION
+    ))?;
+    for cluster in file
+        .get_mut("clusters")
+        .and_then(serde_yaml::Value::as_sequence_mut)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(cluster) = cluster.get_mut("cluster") {
+            cluster["extensions"] = extension.clone();
+        }
+    }
+    std::fs::write(kubeconfig, serde_yaml::to_string(&file)?)
+        .with_context(|| format!("writing {}", kubeconfig.display()))
+}
+
 fn print_welcome(dev: &Dev, kubeconfig: &std::path::Path) {
     match &dev.cluster {
         Some(cluster) => println!(
@@ -167,6 +201,7 @@ fn print_welcome(dev: &Dev, kubeconfig: &std::path::Path) {
     println!(
         "  kubectl edit sdb example-database     # change replicas; watch the StatefulSet follow"
     );
+    println!("  windlass trace sdb/example-database   # its children, drift, last run and events");
     println!("  curl http://{}/metrics", dev.operator.admin_addr);
     println!();
 }

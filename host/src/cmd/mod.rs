@@ -8,6 +8,7 @@ pub mod plugin;
 pub mod probe;
 pub mod render;
 pub mod run;
+pub mod trace;
 pub mod version;
 
 use std::{io::Write as _, path::PathBuf};

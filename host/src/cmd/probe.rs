@@ -18,11 +18,21 @@ pub struct Args {
 
 pub async fn run(args: Args) -> Result<()> {
     let url = &args.url;
+    let (status, body) = get(url, Duration::from_secs(args.timeout_seconds)).await?;
+    let body = body.trim();
+    if status != hyper::StatusCode::OK {
+        bail!("{url} answered {status}, not 200 OK: {body}");
+    }
+    println!("{url}: {status} {body}");
+    Ok(())
+}
+
+/// GETs `url` over plain HTTP: the status and the body, within `limit`.
+pub async fn get(url: &str, limit: Duration) -> Result<(hyper::StatusCode, String)> {
     let uri: hyper::Uri = url
         .parse()
         .with_context(|| format!("{url:?} is not a URL"))?;
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<bytes::Bytes>>();
-    let limit = Duration::from_secs(args.timeout_seconds);
     let (status, body) = tokio::time::timeout(limit, async {
         let response = client.get(uri).await?;
         let status = response.status();
@@ -30,13 +40,7 @@ pub async fn run(args: Args) -> Result<()> {
         Ok::<_, anyhow::Error>((status, body))
     })
     .await
-    .with_context(|| format!("{url}: no answer within {} s", args.timeout_seconds))?
+    .with_context(|| format!("{url}: no answer within {} s", limit.as_secs()))?
     .with_context(|| format!("{url}: the request failed"))?;
-    let body = String::from_utf8_lossy(&body);
-    let body = body.trim();
-    if status != hyper::StatusCode::OK {
-        bail!("{url} answered {status}, not 200 OK: {body}");
-    }
-    println!("{url}: {status} {body}");
-    Ok(())
+    Ok((status, String::from_utf8_lossy(&body).into_owned()))
 }

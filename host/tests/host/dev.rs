@@ -4,6 +4,8 @@
 
 use std::{path::Path, process::Command};
 
+use crate::support;
+
 #[test]
 fn windlass_dev_reconciles_the_example_sampledb_on_the_embedded_devcluster() {
     let dir = tempfile::tempdir().unwrap();
@@ -300,7 +302,6 @@ fn the_walkthrough_is_read_as_its_commands() {
 #[test]
 fn the_readme_walkthrough_runs_as_written() {
     use std::fmt::Write;
-    use std::process::Stdio;
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let steps = walkthrough(&std::fs::read_to_string(root.join("README.md")).unwrap());
     assert!(
@@ -313,41 +314,9 @@ fn the_readme_walkthrough_runs_as_written() {
     );
     let work = tempfile::tempdir().unwrap();
     std::fs::create_dir(work.path().join("target")).unwrap();
-    let log_path = work.path().join("windlass-dev.log");
-    let mut dev = Command::new(env!("CARGO_BIN_EXE_windlass"))
-        .args(["dev", "--admin-addr", "127.0.0.1:0", "--port", "0"])
-        .arg("--kubeconfig-out")
-        .arg(work.path().join("target/windlass-dev.kubeconfig"))
-        .current_dir(root)
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log_path).unwrap())
-        .spawn()
-        .expect("windlass dev starts");
-    struct Stop(std::process::Child);
-    impl Drop for Stop {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
-    // As a reader does: the walkthrough starts once `windlass dev` says it runs (its plugins
-    // loaded and the example applied), not when the kubeconfig appears.
-    let stdout = std::io::BufRead::lines(std::io::BufReader::new(dev.stdout.take().unwrap()));
-    let mut said = String::new();
-    for line in stdout.map_while(Result::ok) {
-        said.push_str(&line);
-        said.push('\n');
-        if line == "Ctrl-C stops it." {
-            break;
-        }
-    }
-    assert!(
-        said.ends_with("Ctrl-C stops it.\n"),
-        "windlass dev stopped before it ran:\n{said}\n{}",
-        log()
-    );
-    let dev = Stop(dev);
+    let dev = support::dev::Running::start(&work.path().join("target/windlass-dev.kubeconfig"));
+    // `kubectl windlass`: the binary linked as a kubectl plugin, as the README says.
+    let plugins = support::dev::kubectl_plugin_dir();
     // One shell for the whole walkthrough (its variables and exports carry on), each command's
     // output kept, and the first one that does not do what it should ends it.
     let mut script = String::from("set -u\nout=$(mktemp -d)\n");
@@ -378,15 +347,16 @@ fn the_readme_walkthrough_runs_as_written() {
         .arg(&script)
         .current_dir(work.path())
         .env_remove("KUBECONFIG")
+        .env("PATH", support::dev::path_with(plugins.path()))
         .output()
         .expect("bash runs");
+    let log = dev.log();
     drop(dev);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "{stdout}\n{}\n--- windlass dev's log:\n{}",
+        "{stdout}\n{}\n--- windlass dev's log:\n{log}",
         String::from_utf8_lossy(&out.stderr),
-        log()
     );
     assert_eq!(
         stdout.lines().filter(|l| l.ends_with(" ok")).count(),

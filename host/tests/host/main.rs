@@ -26,5 +26,6 @@ mod render;
 mod sampledb;
 mod signature;
 mod templates;
+mod trace_command;
 mod traces;
 mod version;

@@ -10,6 +10,7 @@
 //! controllers do the rest.
 #![allow(dead_code)]
 
+pub mod dev;
 pub mod etcd;
 pub mod tools;
 
