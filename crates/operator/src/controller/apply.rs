@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::{
     context::KindCtx,
     error::{DiscoveryError, ReconcileError},
-    plan::{self, Claim, Ownership, PARENT_UID_LABEL, ParentRef},
+    plan::{self, Claim, PARENT_UID_LABEL, ParentRef},
     status, traffic,
 };
 use windlass_policy::pipeline::{Desired, Outcome};
@@ -71,26 +71,17 @@ pub(super) async fn all(
     // traffic check judges those.
     let mut pod_labels = Vec::new();
     for (desired, (claim, read)) in outcome.desired.iter().zip(claims) {
-        let (ownership, force) = match claim {
-            Claim::NotOwned(why) => {
-                return Err(ReconcileError::NotOwned {
-                    plugin: desired.plugin.clone(),
-                    object: windlass_policy::describe(&desired.object),
-                    why,
-                });
-            }
-            Claim::New(ownership) => (ownership, false),
-            Claim::Owned(Ownership::LabelsOnly) => (Ownership::LabelsOnly, false),
-            Claim::Owned(ownership) => (ownership, true),
-        };
         // What exists: as observed, or as read when the cache has not seen it yet (a reconcile
         // right after the create) — which is up to date as much as an observed one.
         let existing = read.as_ref().or_else(|| find(desired));
-        let mut object = plan::decorate(desired, parent, ownership);
-        if let Some(existing) = existing {
-            plan::keep_immutable(&mut object, existing);
-        }
-        plan::stamp(&mut object);
+        let (mut object, force) =
+            plan::to_apply(desired, claim, existing, parent).map_err(|why| {
+                ReconcileError::NotOwned {
+                    plugin: desired.plugin.clone(),
+                    object: windlass_policy::describe(&desired.object),
+                    why,
+                }
+            })?;
         let skip = existing.is_some_and(|e| plan::up_to_date(&object, std::slice::from_ref(e)));
         // After the stamp: the precondition is about this write, not part of what the host
         // applies (with it in the stamp, every child created without one would be written

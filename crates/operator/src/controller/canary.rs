@@ -82,7 +82,7 @@ pub(super) async fn check(
 /// What a reconcile of `parent` would observe, read from the API rather than from the caches
 /// (a kind without a controller yet has none); only what the parent controls, as in a
 /// reconcile.
-async fn observe(
+pub(super) async fn observe(
     shared: &Shared,
     parent: &DynamicObject,
     kinds: &BTreeSet<String>,

@@ -4,6 +4,9 @@
 //! (`plugins::run`, `kinds::run`) while the host leads.
 //!
 //! From the top down (each uses only those below it):
+//! - `preview.rs`: what a new version of a WasmPlugin would do to every live parent of its
+//!   kind, applying nothing (`windlass plugin diff`): the candidate pipeline as `plugins.rs`
+//!   would build it, parents observed as the canary does, server-side apply dry runs.
 //! - `plugins.rs`: watches WasmPlugins (and the ConfigMaps they point at), fetches, verifies,
 //!   loads and smoke-calls each version, and swaps it in only when every step passed.
 //! - `canary.rs`: a new plugin version tried on a few parents, applying nothing, before it
@@ -46,6 +49,7 @@ mod parent;
 pub mod plan;
 mod plugin_status;
 pub(crate) mod plugins;
+pub mod preview;
 mod queue;
 mod registry;
 mod remembered;

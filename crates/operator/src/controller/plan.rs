@@ -938,6 +938,33 @@ pub fn stamp(object: &mut Value) {
     child_map(meta, "annotations").insert(APPLIED_ANNOTATION.into(), json!(hash[..32]));
 }
 
+/// The object the host applies for `desired` given its claim, and whether with `force`:
+/// decorated ([`decorate`]), immutable fields kept as `existing` holds them, and
+/// [`stamp`]ed. `force` only where the parent controls the object; creations and labels on
+/// others' objects go without.
+///
+/// # Errors
+/// Why the object is not the parent's to write ([`Claim::NotOwned`]).
+pub fn to_apply(
+    desired: &Desired,
+    claim: Claim,
+    existing: Option<&Value>,
+    parent: &ParentRef,
+) -> Result<(Value, bool), String> {
+    let (ownership, force) = match claim {
+        Claim::NotOwned(why) => return Err(why),
+        Claim::New(ownership) => (ownership, false),
+        Claim::Owned(Ownership::LabelsOnly) => (Ownership::LabelsOnly, false),
+        Claim::Owned(ownership) => (ownership, true),
+    };
+    let mut object = decorate(desired, parent, ownership);
+    if let Some(existing) = existing {
+        keep_immutable(&mut object, existing);
+    }
+    stamp(&mut object);
+    Ok((object, force))
+}
+
 /// Whether applying `object` (decorated and [`stamp`]ed) would change nothing, judged from the
 /// observed children: the observed object of the same identity carries the same stamp, so the
 /// host last applied exactly these fields, and still holds every one of these values.

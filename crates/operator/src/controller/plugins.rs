@@ -396,77 +396,7 @@ impl Loader {
         {
             return Ok(false);
         }
-        let options = load_options(spec);
-        let engine = shared.engine.clone();
-        let label = name.to_string();
-        let plugin =
-            tokio::task::spawn_blocking(move || engine.load(&label, &fetched.bytes, options))
-                .await
-                .map_err(LoadError::Join)??;
-        let wanted = spec.parent.key();
-        if !plugin.info().parent_kinds.contains(&wanted) {
-            return Err(LoadError::WrongParentKind {
-                plugin: plugin.name().to_string(),
-                wanted,
-                declared: plugin.info().parent_kinds.clone(),
-            });
-        }
-        // Every kind the plugin produces or reads must be served, with a known scope: a plugin
-        // that cannot be checked is refused here rather than failing (or guessing a scope) at
-        // apply time.
-        let info = plugin.info();
-        let mut cluster_scoped = Vec::new();
-        let mut policy = Policy::default();
-        for kind in info.child_kinds.iter().chain(&info.reads_kinds) {
-            match shared.discovery.resolve(kind).await {
-                Ok((_, false)) => {
-                    cluster_scoped.push(kind.clone());
-                    policy.add_cluster_scoped(kind.clone());
-                }
-                Ok((_, true)) => {}
-                Err(e) => {
-                    return Err(LoadError::KindNotServed {
-                        plugin: plugin.name().to_string(),
-                        kind: kind.clone(),
-                        source: e,
-                    });
-                }
-            }
-        }
-        let grants = match &spec.grants {
-            Some(kinds) => Grants::Kinds(kinds.iter().cloned().collect()),
-            None => Grants::Declared,
-        };
-        grants
-            .check_reads(&policy, &info.reads_kinds)
-            .map_err(|why| LoadError::NotGranted {
-                plugin: plugin.name().to_string(),
-                why,
-            })?;
-        // A plugin that checks its config (contract 0.2.0) does so here, where the config is
-        // written: a version with a config it refuses never serves, whether or not a parent
-        // exists yet, and an old version keeps serving meanwhile.
-        let config = spec.config.clone().unwrap_or_else(|| json!({}));
-        if plugin.checks_config() {
-            let checked = plugin.clone();
-            let text = config.to_string();
-            tokio::task::spawn_blocking(move || checked.validate_config(&text))
-                .await
-                .map_err(LoadError::Join)??;
-        }
-        let stage = Stage {
-            plugin,
-            config,
-            grants,
-            pods: PodGrants {
-                max_pods: spec.limits.max_pods,
-                ..spec.pod_security.grants()
-            },
-            failure_policy: match spec.failure_policy {
-                crd::FailurePolicy::Fail => FailurePolicy::Fail,
-                crd::FailurePolicy::Ignore => FailurePolicy::Ignore,
-            },
-        };
+        let (stage, cluster_scoped) = build_stage(shared, name, spec, fetched.bytes).await?;
         super::canary::check(shared, name, spec, &stage).await?;
         tracing::info!(
             wasm_plugin = name,
@@ -535,6 +465,93 @@ impl Loader {
 }
 
 /// Load options from a WasmPlugin's limits and instance mode.
+/// A WasmPlugin's component as a pipeline stage, checked as for serving (not the canary): it
+/// reconciles the spec's parent kind, every kind it produces or reads is served (the
+/// cluster-scoped ones are returned), its reads are granted, and its config, if it checks
+/// config, is accepted. The plugins controller swaps versions in with it; a preview
+/// (`windlass plugin diff`) builds a candidate pipeline with it.
+///
+/// # Errors
+/// What refuses the version, naming the plugin.
+pub async fn build_stage(
+    shared: &Shared,
+    name: &str,
+    spec: &WasmPluginSpec,
+    bytes: Vec<u8>,
+) -> Result<(Stage, Vec<String>), LoadError> {
+    let options = load_options(spec);
+    let engine = shared.engine.clone();
+    let label = name.to_string();
+    let plugin = tokio::task::spawn_blocking(move || engine.load(&label, &bytes, options))
+        .await
+        .map_err(LoadError::Join)??;
+    let wanted = spec.parent.key();
+    if !plugin.info().parent_kinds.contains(&wanted) {
+        return Err(LoadError::WrongParentKind {
+            plugin: plugin.name().to_string(),
+            wanted,
+            declared: plugin.info().parent_kinds.clone(),
+        });
+    }
+    // Every kind the plugin produces or reads must be served, with a known scope: a plugin
+    // that cannot be checked is refused here rather than failing (or guessing a scope) at
+    // apply time.
+    let info = plugin.info();
+    let mut cluster_scoped = Vec::new();
+    let mut policy = Policy::default();
+    for kind in info.child_kinds.iter().chain(&info.reads_kinds) {
+        match shared.discovery.resolve(kind).await {
+            Ok((_, false)) => {
+                cluster_scoped.push(kind.clone());
+                policy.add_cluster_scoped(kind.clone());
+            }
+            Ok((_, true)) => {}
+            Err(e) => {
+                return Err(LoadError::KindNotServed {
+                    plugin: plugin.name().to_string(),
+                    kind: kind.clone(),
+                    source: e,
+                });
+            }
+        }
+    }
+    let grants = match &spec.grants {
+        Some(kinds) => Grants::Kinds(kinds.iter().cloned().collect()),
+        None => Grants::Declared,
+    };
+    grants
+        .check_reads(&policy, &info.reads_kinds)
+        .map_err(|why| LoadError::NotGranted {
+            plugin: plugin.name().to_string(),
+            why,
+        })?;
+    // A plugin that checks its config (contract 0.2.0) does so here, where the config is
+    // written: a version with a config it refuses never serves, whether or not a parent
+    // exists yet, and an old version keeps serving meanwhile.
+    let config = spec.config.clone().unwrap_or_else(|| json!({}));
+    if plugin.checks_config() {
+        let checked = plugin.clone();
+        let text = config.to_string();
+        tokio::task::spawn_blocking(move || checked.validate_config(&text))
+            .await
+            .map_err(LoadError::Join)??;
+    }
+    let stage = Stage {
+        plugin,
+        config,
+        grants,
+        pods: PodGrants {
+            max_pods: spec.limits.max_pods,
+            ..spec.pod_security.grants()
+        },
+        failure_policy: match spec.failure_policy {
+            crd::FailurePolicy::Fail => FailurePolicy::Fail,
+            crd::FailurePolicy::Ignore => FailurePolicy::Ignore,
+        },
+    };
+    Ok((stage, cluster_scoped))
+}
+
 fn load_options(spec: &WasmPluginSpec) -> LoadOptions {
     let defaults = Limits::default();
     LoadOptions {
