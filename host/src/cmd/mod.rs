@@ -4,6 +4,7 @@
 pub mod crds;
 #[cfg(feature = "dev")]
 pub mod dev;
+pub mod diff;
 pub mod plugin;
 pub mod probe;
 pub mod render;
@@ -224,6 +225,65 @@ pub fn block_on(future: impl std::future::Future<Output = Result<()>>) -> Result
         .build()
         .context("starting the async runtime")?
         .block_on(future)
+}
+
+/// kubectl's flags for where to work: `-n`, `-A`, `--kubeconfig`, `--context`.
+#[derive(Debug, clap::Args)]
+pub struct KubeArgs {
+    /// The namespace. Default: the kubeconfig context's, else `default`.
+    #[arg(short, long)]
+    pub namespace: Option<String>,
+    /// Every namespace.
+    #[arg(short = 'A', long, conflicts_with = "namespace")]
+    pub all_namespaces: bool,
+    /// The kubeconfig file. Default: $KUBECONFIG, ~/.kube/config, or in-cluster.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use.
+    #[arg(long)]
+    pub context: Option<String>,
+}
+
+impl KubeArgs {
+    /// The client, the context's namespace, and the kubeconfig file when one was read.
+    pub async fn connect(
+        &self,
+    ) -> Result<(kube::Client, String, Option<kube::config::Kubeconfig>)> {
+        use kube::config::{KubeConfigOptions, Kubeconfig};
+        let options = KubeConfigOptions {
+            context: self.context.clone(),
+            ..Default::default()
+        };
+        let file = match &self.kubeconfig {
+            Some(path) => Some(
+                Kubeconfig::read_from(path)
+                    .with_context(|| format!("reading kubeconfig {}", path.display()))?,
+            ),
+            None => Kubeconfig::read().ok(),
+        };
+        let config = match &file {
+            Some(file) => kube::Config::from_custom_kubeconfig(file.clone(), &options)
+                .await
+                .context("loading the kubeconfig")?,
+            None if self.context.is_some() => {
+                anyhow::bail!("--context given, but no kubeconfig was found")
+            }
+            None => kube::Config::infer()
+                .await
+                .context("no kubeconfig and not in a cluster")?,
+        };
+        let namespace = config.default_namespace.clone();
+        Ok((kube::Client::try_from(config)?, namespace, file))
+    }
+
+    /// The namespace to work in: none with `-A`.
+    pub fn scope(&self, default: String) -> Option<String> {
+        if self.all_namespaces {
+            None
+        } else {
+            Some(self.namespace.clone().unwrap_or(default))
+        }
+    }
 }
 
 /// A client from a kubeconfig file, or else `$KUBECONFIG`, `~/.kube/config` or the in-cluster

@@ -1,8 +1,9 @@
-//! `windlass plugin new | test | inspect | push | pull | keygen | sign | verify`: a plugin
+//! `windlass plugin new | test | inspect | push | pull | diff | keygen | sign | verify`: a plugin
 //! project from a template, a component against recorded cases, a component from a file or a
-//! registry, and signatures in cosign's format. The work is in
-//! `windlass::scaffold`, `windlass::cases` and `windlass::source::oci`; this module reads files
-//! and prints. `pull` and `new` build no plugin runtime.
+//! registry, a new version's preview on the live parents (`diff`, in `diff.rs`), and
+//! signatures in cosign's format. The work is in `windlass::scaffold`, `windlass::cases`,
+//! `windlass::source::oci` and `windlass::controller::preview`; this module reads files and
+//! prints. `pull` and `new` build no plugin runtime.
 
 use std::path::{Path, PathBuf};
 
@@ -81,6 +82,12 @@ pub enum Command {
         #[command(flatten)]
         registry: RegistryArgs,
     },
+    /// Show what a new version of a WasmPlugin (a component file, a registry reference, or an
+    /// edited WasmPlugin) would do to every live parent of its kind, applying nothing: the
+    /// pipeline runs with it on each parent as observed now, and each object it would write is
+    /// diffed against the live one through a server-side apply dry run. Exits non-zero when
+    /// the version would be refused or fail on any parent.
+    Diff(super::diff::Args),
     /// Write a new ECDSA P-256 key pair for signing plugins: PREFIX.key (PKCS#8, mode 0600) and
     /// PREFIX.pub, the public key to verify with (Windlass and `cosign verify --key` alike).
     Keygen {
@@ -150,6 +157,7 @@ impl RegistryArgs {
 
 pub fn run(global: &Global, command: Command) -> Result<()> {
     match command {
+        Command::Diff(args) => super::block_on(super::diff::run(global, args)),
         Command::New { name, lang, dir } => new(lang, &name, dir),
         Command::Test {
             component,

@@ -2,7 +2,7 @@
 //! parent's last run from the leading host (see `windlass::trace`). As `kubectl-windlass` on the
 //! PATH it is a kubectl plugin (`kubectl windlass trace sdb/x`) and takes kubectl's flags.
 
-use std::{collections::HashMap, path::PathBuf, time::Duration};
+use std::{collections::HashMap, time::Duration};
 
 use anyhow::{Context as _, Result, bail};
 use clap::ValueEnum;
@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResource;
 use kube::{
     Api, Client,
     api::{DynamicObject, ListParams},
-    config::{KubeConfigOptions, Kubeconfig},
+    config::Kubeconfig,
     core::{ApiResource, GroupVersionKind},
 };
 use serde_json::Value;
@@ -29,18 +29,8 @@ pub struct Args {
     /// the kind. KIND is any name kubectl takes: kind, plural, singular or short name.
     #[arg(required = true, num_args = 1..=2, value_name = "KIND/NAME")]
     target: Vec<String>,
-    /// The namespace. Default: the kubeconfig context's, else `default`.
-    #[arg(short, long)]
-    namespace: Option<String>,
-    /// Every namespace.
-    #[arg(short = 'A', long, conflicts_with = "namespace")]
-    all_namespaces: bool,
-    /// The kubeconfig file. Default: $KUBECONFIG, ~/.kube/config, or in-cluster.
-    #[arg(long)]
-    kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context to use.
-    #[arg(long)]
-    context: Option<String>,
+    #[command(flatten)]
+    kube: super::KubeArgs,
     /// Output format: a tree (`text`), with digests and every drifted field (`wide`), or the
     /// report as `json` or `yaml`.
     #[arg(short, long, value_enum, default_value_t = Format::Text)]
@@ -57,35 +47,6 @@ enum Format {
     Wide,
     Json,
     Yaml,
-}
-
-/// The client, the default namespace and the admin address the kubeconfig names.
-async fn connect(args: &Args) -> Result<(Client, String, Option<String>)> {
-    let options = KubeConfigOptions {
-        context: args.context.clone(),
-        ..Default::default()
-    };
-    let file = match &args.kubeconfig {
-        Some(path) => Some(
-            Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?,
-        ),
-        None => Kubeconfig::read().ok(),
-    };
-    let config = match &file {
-        Some(file) => kube::Config::from_custom_kubeconfig(file.clone(), &options)
-            .await
-            .context("loading the kubeconfig")?,
-        None if args.context.is_some() => bail!("--context given, but no kubeconfig was found"),
-        None => kube::Config::infer()
-            .await
-            .context("no kubeconfig and not in a cluster")?,
-    };
-    let admin = file
-        .as_ref()
-        .and_then(|f| admin_of(f, args.context.as_deref()));
-    let namespace = config.default_namespace.clone();
-    Ok((Client::try_from(config)?, namespace, admin))
 }
 
 /// The admin address `windlass dev` recorded on the context's cluster.
@@ -214,28 +175,31 @@ fn as_json(obj: &DynamicObject, resource: &ApiResource) -> Value {
 
 pub async fn run(args: Args) -> Result<()> {
     let (kind, name) = trace::target(&args.target)?;
-    let (client, default_namespace, admin_from_file) = connect(&args).await?;
-    let admin = args.admin.clone().or(admin_from_file);
+    let (client, default_namespace, file) = args.kube.connect().await?;
+    let admin = args.admin.clone().or_else(|| {
+        file.as_ref()
+            .and_then(|f| admin_of(f, args.kube.context.as_deref()))
+    });
     let mut resources = Resources {
         client: client.clone(),
         lists: HashMap::new(),
     };
     let (resource, namespaced, child_kinds) = parent_kind(&client, &mut resources, &kind).await?;
-    let namespace = args.namespace.clone().unwrap_or(default_namespace);
-    let api: Api<DynamicObject> = if namespaced && !args.all_namespaces {
+    let namespace = args.kube.namespace.clone().unwrap_or(default_namespace);
+    let api: Api<DynamicObject> = if namespaced && !args.kube.all_namespaces {
         Api::namespaced_with(client.clone(), &namespace, &resource)
     } else {
         Api::all_with(client.clone(), &resource)
     };
     let where_ = if !namespaced {
         String::new()
-    } else if args.all_namespaces {
+    } else if args.kube.all_namespaces {
         " in any namespace".to_string()
     } else {
         format!(" in namespace {namespace}")
     };
     let parents: Vec<DynamicObject> = match &name {
-        Some(name) if !namespaced || !args.all_namespaces => {
+        Some(name) if !namespaced || !args.kube.all_namespaces => {
             vec![
                 api.get_opt(name)
                     .await?

@@ -22,6 +22,7 @@ mod install;
 mod monitoring;
 mod oci;
 mod operator;
+mod plugin_diff;
 mod render;
 mod sampledb;
 mod signature;

@@ -16,16 +16,30 @@ pub struct Running {
 }
 
 impl Running {
-    /// Starts `windlass dev` in the repository root, its kubeconfig at `kubeconfig`, and waits
-    /// until it says it runs (its plugins loaded and the example applied), as a reader of the
-    /// README would. Panics with its output when it stops first.
+    /// Starts `windlass dev` on the embedded devcluster in the repository root, its kubeconfig
+    /// at `kubeconfig`, and waits until it says it runs (its plugins loaded and the example
+    /// applied), as a reader of the README would. Panics with its output when it stops first.
     pub fn start(kubeconfig: &Path) -> Running {
+        let mut args: Vec<std::ffi::OsString> = vec!["--kubeconfig-out".into()];
+        args.push(kubeconfig.into());
+        Running::spawn(&args, kubeconfig)
+    }
+
+    /// The same on the cluster of `kubeconfig` (a real control plane): `windlass dev
+    /// --kubeconfig FILE --simulate-workloads`, which plays the kubelet over the API.
+    pub fn on(kubeconfig: &Path) -> Running {
+        let mut args: Vec<std::ffi::OsString> = vec!["--kubeconfig".into()];
+        args.push(kubeconfig.into());
+        args.push("--simulate-workloads".into());
+        Running::spawn(&args, kubeconfig)
+    }
+
+    fn spawn(args: &[std::ffi::OsString], kubeconfig: &Path) -> Running {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
         let log_path = kubeconfig.with_extension("log");
         let mut child = Command::new(env!("CARGO_BIN_EXE_windlass"))
             .args(["dev", "--admin-addr", "127.0.0.1:0", "--port", "0"])
-            .arg("--kubeconfig-out")
-            .arg(kubeconfig)
+            .args(args)
             .current_dir(root)
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log_path).unwrap())
