@@ -81,6 +81,41 @@ pub struct WasmPluginSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "free_form")]
     pub config: Option<Value>,
+    /// How a new version is let in. Default: once the canary passes.
+    #[serde(default, skip_serializing_if = "Rollout::is_default")]
+    pub rollout: Rollout,
+}
+
+/// How a new version of a plugin is let in.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Rollout {
+    /// Before a new version serves, run it — applying nothing, as `windlass plugin diff` does —
+    /// on every live parent of the kind: it serves only if no parent would fail or be refused,
+    /// and the status's `rollout` says how many would change. Judged once the rest of the
+    /// kind's pipeline serves (as the canary). Default false: the canary's few parents.
+    #[serde(default)]
+    pub diff_gate: bool,
+}
+
+impl Rollout {
+    fn is_default(&self) -> bool {
+        *self == Rollout::default()
+    }
+}
+
+/// What the diff gate found for the version that serves.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    /// The version judged.
+    pub digest: String,
+    /// The live parents it was run on.
+    pub parents: u32,
+    /// Those where nothing would change.
+    pub unchanged: u32,
+    /// Those where it changes what is applied, pruned or reported.
+    pub changed: u32,
 }
 
 /// A parent kind.
@@ -287,6 +322,9 @@ pub struct WasmPluginStatus {
     /// The last error loading a new version (the serving version, if any, stays).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// What the diff gate found for the serving version (`rollout.diffGate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
     /// The generation this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,

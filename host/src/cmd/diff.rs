@@ -118,11 +118,11 @@ pub async fn run(global: &Global, args: Args) -> Result<()> {
         Format::Json => serde_json::to_string_pretty(&preview)? + "\n",
     };
     super::print(&text)?;
-    let (_, _, refused, failing) = preview.counts();
-    if refused + failing > 0 {
+    let c = preview.counts();
+    if c.refused + c.failing > 0 {
         bail!(
             "{} of {} parents would be refused or fail under this version",
-            refused + failing,
+            c.refused + c.failing,
             preview.parents.len()
         );
     }
@@ -216,10 +216,14 @@ pub fn render(p: &Preview) -> String {
             }
         }
     }
-    let (unchanged, changed, refused, failing) = p.counts();
+    let c = p.counts();
     out.push_str(&format!(
-        "\n{} parent(s): {unchanged} unchanged, {changed} changed, {refused} refused by policy, {failing} failing\n",
-        p.parents.len()
+        "\n{} parent(s): {} unchanged, {} changed, {} refused by policy, {} failing\n",
+        p.parents.len(),
+        c.unchanged,
+        c.changed,
+        c.refused,
+        c.failing
     ));
     out
 }

@@ -316,3 +316,117 @@ async fn plugin_diff_previews_a_new_version_on_a_real_control_plane() {
     .await
     .unwrap();
 }
+
+/// `rollout.diffGate`: the host runs a new version on every live parent before it serves. The
+/// canary tries the first three (all fine here); the gate finds the one further on that the
+/// version fails, and the old version keeps serving; fixed, it serves, and the status counts
+/// the parents it changes.
+#[test]
+fn a_diff_gate_keeps_a_version_that_fails_on_any_live_parent_from_serving() {
+    let work = tempfile::tempdir().unwrap();
+    let dev = support::dev::Running::start(&work.path().join("windlass-dev.kubeconfig"));
+    let kubeconfig = &dev.kubeconfig;
+    // Listed by name: a-1, a-3, a-5 (the canary's three), example-database, z-2.
+    let names = ["a-1", "a-3", "a-5", "z-2"];
+    for name in names {
+        kubectl(
+            kubeconfig,
+            &["apply", "-f", "-"],
+            Some(&format!(
+                "apiVersion: samples.windlass.dev/v1alpha1\nkind: SampleDB\n\
+                 metadata: {{name: {name}, namespace: default}}\n\
+                 spec: {{version: \"16.4\", replicas: 1, storage: {{size: 1Gi}}}}\n"
+            )),
+        );
+    }
+    let all_ready = || {
+        for name in names.iter().chain(&["example-database"]) {
+            kubectl(
+                kubeconfig,
+                &[
+                    "wait",
+                    "--for=condition=Ready",
+                    &format!("sdb/{name}"),
+                    "--timeout=3m",
+                ],
+                None,
+            );
+        }
+    };
+    all_ready();
+    let storage = || -> Value {
+        serde_json::from_str(&kubectl(
+            kubeconfig,
+            &["get", "wasmplugin", "sampledb-storage", "-o", "json"],
+            None,
+        ))
+        .unwrap()
+    };
+    let serving = storage()["status"]["digest"].as_str().unwrap().to_string();
+    let patch = |config: Value| {
+        let body = json!({"spec": {
+            "rollout": {"diffGate": true},
+            "source": {"configMap": null, "file": {"path": guests::FLAKY_STORAGE}},
+            "config": config,
+        }});
+        kubectl(
+            kubeconfig,
+            &[
+                "patch",
+                "wasmplugin",
+                "sampledb-storage",
+                "--type",
+                "merge",
+                "-p",
+                &body.to_string(),
+            ],
+            None,
+        );
+    };
+    let until = |what: &str, ok: &dyn Fn(&Value) -> bool| -> Value {
+        for _ in 0..120 {
+            let wp = storage();
+            if ok(&wp) {
+                return wp;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+        panic!("{what}: {:#}\n{}", storage(), dev.log());
+    };
+    let ready = |wp: &Value| -> Value {
+        wp["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "Ready")
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    // A version that traps on z-2: refused by the gate, naming it; the old one serves on.
+    patch(json!({"misbehave": "trap", "every": 2}));
+    let wp = until("the gate refusing the version", &|wp| {
+        ready(wp)["reason"] == "DiffGateRefused"
+    });
+    let message = ready(&wp)["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains("fail on 1 of 5 parents") && message.contains("default/z-2"),
+        "{message}"
+    );
+    assert_eq!(wp["status"]["digest"], serving.as_str());
+    assert!(wp["status"].get("rollout").is_none(), "{wp:#}");
+    // The same version told to trap nowhere: it serves, and the status says what it changed.
+    patch(json!({"misbehave": "trap", "every": 1_000_000}));
+    let wp = until("the version serving", &|wp| {
+        wp["status"]["digest"] != serving.as_str() && wp["status"].get("rollout").is_some()
+    });
+    let rollout = &wp["status"]["rollout"];
+    assert_eq!(rollout["digest"], wp["status"]["digest"], "{wp:#}");
+    assert_eq!(rollout["parents"], 5, "{wp:#}");
+    assert_eq!(
+        rollout["changed"].as_u64().unwrap() + rollout["unchanged"].as_u64().unwrap(),
+        5,
+        "{wp:#}"
+    );
+    assert_eq!(ready(&wp)["status"], "True", "{wp:#}");
+    all_ready();
+}

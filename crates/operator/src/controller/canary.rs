@@ -2,18 +2,34 @@
 //! parents, applying nothing, before it serves. A version that traps, times out, runs out of
 //! memory, returns forbidden output or refuses its config there is refused; a parent the new
 //! version calls invalid does not count against it.
+//!
+//! And the judge of a candidate on every parent ([`judge_all`]), for the diff gate
+//! (`rollout.diffGate`) and `windlass plugin diff` (`preview.rs`): per parent the run, each
+//! object it would write made as a reconcile makes it (`plan::claim`, `plan::to_apply`) and sent
+//! as a server-side apply dry run with the parent's field manager, so the API server's
+//! defaulting and validation are in what is compared with the stored object; what it would
+//! prune, and the status it would write. A verdict each: unchanged, changed, refused, failing.
 
-use std::{collections::BTreeSet, sync::Arc};
+use std::{
+    collections::{BTreeSet, HashSet},
+    sync::Arc,
+};
 
 use kube::{
     Api, ResourceExt,
-    api::{DynamicObject, ListParams},
+    api::{DynamicObject, ListParams, Patch, PatchParams},
 };
+use serde::Serialize;
 use serde_json::Value;
 use windlass_contract::Phase;
-use windlass_policy::pipeline::{Input, Pipeline, Stage};
+use windlass_policy::pipeline::{Input, Outcome, Pipeline, Stage};
 
-use super::{error::LoadError, plan::PARENT_UID_LABEL, shared::Shared};
+use super::{
+    error::LoadError,
+    plan::{self, PARENT_UID_LABEL, ParentRef},
+    shared::Shared,
+    status,
+};
 use crate::crd::WasmPluginSpec;
 use crate::k8s::observed_json;
 
@@ -79,6 +95,101 @@ pub(super) async fn check(
     Ok(())
 }
 
+/// How many parents each verdict has.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub unchanged: usize,
+    pub changed: usize,
+    pub refused: usize,
+    pub failing: usize,
+}
+
+/// Counts the verdicts of `parents`.
+pub fn counts(parents: &[ParentPreview]) -> Counts {
+    let mut c = Counts::default();
+    for p in parents {
+        match p.verdict {
+            Verdict::Unchanged => c.unchanged += 1,
+            Verdict::Changed => c.changed += 1,
+            Verdict::Refused { .. } => c.refused += 1,
+            Verdict::Failing { .. } => c.failing += 1,
+        }
+    }
+    c
+}
+
+/// The diff gate (`rollout.diffGate`): `stage`, the new version of WasmPlugin `name`, judged
+/// on every live parent of its kind. None when it cannot be judged yet (the rest of the
+/// pipeline is not serving, as for the canary, or the kind is not served: no parent exists).
+///
+/// # Errors
+/// [`LoadError::DiffGate`] when a parent would refuse or fail it; the API's error when the
+/// parents cannot be listed.
+pub(super) async fn gate(
+    shared: &Shared,
+    name: &str,
+    spec: &WasmPluginSpec,
+    stage: &Stage,
+) -> Result<Option<crate::crd::RolloutStatus>, LoadError> {
+    let waiting = shared
+        .registry
+        .not_serving(&spec.parent.key())
+        .into_iter()
+        .any(|(w, _)| w != name);
+    if waiting {
+        tracing::info!(
+            wasm_plugin = name,
+            "no diff gate yet: the rest of the pipeline is not serving"
+        );
+        return Ok(None);
+    }
+    let pipeline = Arc::new(shared.registry.candidate(name, spec, stage.clone()));
+    let parents = match judge_all(shared, &pipeline, &spec.parent.key(), None).await {
+        Ok(parents) => parents,
+        Err(PreviewError::Kind { .. }) => return Ok(None),
+        Err(PreviewError::Api { source, .. }) => return Err(LoadError::Kube(source)),
+        Err(PreviewError::Load(e)) => return Err(e),
+    };
+    let c = counts(&parents);
+    if c.refused + c.failing > 0 {
+        let first = parents
+            .iter()
+            .find_map(|p| {
+                let name = match &p.namespace {
+                    Some(ns) => format!("{ns}/{}", p.name),
+                    None => p.name.clone(),
+                };
+                match &p.verdict {
+                    Verdict::Refused { rule, message, .. } => {
+                        Some(format!("{name}: refused by {rule}: {message}"))
+                    }
+                    Verdict::Failing { message } => Some(format!("{name}: {message}")),
+                    _ => None,
+                }
+            })
+            .unwrap_or_default();
+        return Err(LoadError::DiffGate {
+            parents: parents.len(),
+            refused: c.refused,
+            failing: c.failing,
+            first,
+        });
+    }
+    let n = |x: usize| u32::try_from(x).unwrap_or(u32::MAX);
+    tracing::info!(
+        wasm_plugin = name,
+        parents = parents.len(),
+        changed = c.changed,
+        "diff gate passed"
+    );
+    Ok(Some(crate::crd::RolloutStatus {
+        digest: stage.plugin.digest().to_string(),
+        parents: n(parents.len()),
+        unchanged: n(c.unchanged),
+        changed: n(c.changed),
+    }))
+}
+
 /// What a reconcile of `parent` would observe, read from the API rather than from the caches
 /// (a kind without a controller yet has none); only what the parent controls, as in a
 /// reconcile.
@@ -122,4 +233,373 @@ async fn run(
     })
     .await
     .map_err(LoadError::Join)
+}
+
+/// Why a preview could not be made at all.
+#[derive(Debug, thiserror::Error)]
+pub enum PreviewError {
+    /// A version (the candidate or one serving beside it) cannot be loaded as the host would.
+    #[error("{0}")]
+    Load(#[from] LoadError),
+    /// An API call failed.
+    #[error("{what}: {source}")]
+    Api {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// The parent kind is not served.
+    #[error("parent kind {kind} is not served: {why}")]
+    Kind { kind: String, why: String },
+}
+
+/// How one parent would fare under the candidate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "verdict")]
+pub enum Verdict {
+    /// Nothing it applies, prunes or reports would change.
+    Unchanged,
+    /// Something would change (see the changes).
+    Changed,
+    /// The output policy, or the ownership check, would refuse the run: nothing applied.
+    Refused {
+        plugin: String,
+        rule: String,
+        message: String,
+    },
+    /// The run would fail (a trap, a timeout, an error, or the API refusing an object).
+    Failing { message: String },
+}
+
+/// One object that would change.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Change {
+    /// `apps/v1/StatefulSet shop/orders`.
+    pub object: String,
+    /// The plugin that would produce it (none: pruned).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<String>,
+    /// As it is (none: it would be created), without server-set fields.
+    pub live: Option<Value>,
+    /// As the dry run returned it (none: it would be pruned), likewise.
+    pub after: Option<Value>,
+}
+
+/// One parent's preview.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParentPreview {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+    #[serde(flatten)]
+    pub verdict: Verdict,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<Change>,
+    /// The status now and as the run would write it, when it would change.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<(Value, Value)>,
+}
+
+/// Judges the candidate `pipeline` on every live parent of `kind` (those in `namespace`):
+/// what [`judge`] says of each, a parent it cannot judge failing.
+///
+/// # Errors
+/// When the kind is not served or its parents cannot be listed.
+pub(super) async fn judge_all(
+    shared: &Shared,
+    pipeline: &Arc<Pipeline>,
+    kind: &str,
+    namespace: Option<&str>,
+) -> Result<Vec<ParentPreview>, PreviewError> {
+    let api_error = |what: &str| {
+        let what = what.to_string();
+        move |source| PreviewError::Api { what, source }
+    };
+    let (resource, namespaced) =
+        shared
+            .discovery
+            .resolve(&kind)
+            .await
+            .map_err(|e| PreviewError::Kind {
+                kind: kind.to_string(),
+                why: e.to_string(),
+            })?;
+    let api: Api<DynamicObject> = match namespace.filter(|_| namespaced) {
+        Some(ns) => Api::namespaced_with(shared.client.clone(), ns, &resource),
+        None => Api::all_with(shared.client.clone(), &resource),
+    };
+    let parents = api
+        .list(&ListParams::default())
+        .await
+        .map_err(api_error(&format!("listing {kind}")))?;
+    let kinds: BTreeSet<String> = pipeline
+        .stages
+        .iter()
+        .flat_map(|s| s.observed_kinds().map(String::from))
+        .collect();
+    let child_kinds: HashSet<String> = pipeline
+        .stages
+        .iter()
+        .flat_map(|s| s.plugin.info().child_kinds.iter().cloned())
+        .collect();
+    let mut out = Vec::new();
+    for parent in parents
+        .items
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+    {
+        let (verdict, changes, status) =
+            match judge(shared, pipeline, &resource, parent, &kinds, &child_kinds).await {
+                Ok(done) => done,
+                Err(message) => (Verdict::Failing { message }, Vec::new(), None),
+            };
+        out.push(ParentPreview {
+            namespace: parent.namespace(),
+            name: parent.name_any(),
+            verdict,
+            changes,
+            status,
+        });
+    }
+    Ok(out)
+}
+
+type OneParent = (Verdict, Vec<Change>, Option<(Value, Value)>);
+
+/// One parent: observe, run, and judge every object the run would write or prune.
+async fn judge(
+    shared: &Shared,
+    pipeline: &Arc<Pipeline>,
+    resource: &kube::core::ApiResource,
+    parent: &DynamicObject,
+    kinds: &BTreeSet<String>,
+    child_kinds: &HashSet<String>,
+) -> Result<OneParent, String> {
+    let uid = parent.uid().unwrap_or_default();
+    let observed = observe(shared, parent, kinds)
+        .await
+        .map_err(|e| format!("observing: {e}"))?;
+    let parent_json = crate::k8s::typed_json(parent, resource).map_err(|e| e.to_string())?;
+    let outcome = {
+        let pipeline = pipeline.clone();
+        let (parent_json, observed) = (parent_json.clone(), observed.clone());
+        tokio::task::spawn_blocking(move || {
+            let now = windlass_contract::now_rfc3339();
+            pipeline.run(Input::new(Phase::Reconcile, &parent_json, &observed, &now))
+        })
+        .await
+        .map_err(|e| e.to_string())?
+    };
+    let outcome: Outcome = match outcome {
+        Ok(outcome) => outcome,
+        Err(e) => return Ok((verdict_of(&e), Vec::new(), None)),
+    };
+    let parent_ref = ParentRef {
+        api_version: resource.api_version.clone(),
+        kind: resource.kind.clone(),
+        name: parent.name_any(),
+        uid: uid.clone(),
+        namespace: parent.namespace(),
+        adopts_retained: parent.annotations().get(plan::ADOPT_RETAINED_ANNOTATION)
+            == Some(&"true".to_string()),
+    };
+    let family = plan::family(&observed, &uid);
+    let manager = plan::field_manager(&uid);
+    // As a reconcile claims: a pipeline that finalizes holds its children without owner
+    // references' garbage collection (the finalize phase lets them go).
+    let finalizing = pipeline.stages.iter().any(|s| s.plugin.info().finalizes);
+    let mut changes = Vec::new();
+    for desired in &outcome.desired {
+        let id = desired.object.key();
+        let describe = windlass_policy::describe(&desired.object);
+        let (ar, namespaced) = shared
+            .discovery
+            .resolve(&desired.object.kind)
+            .await
+            .map_err(|e| format!("{describe}: {e}"))?;
+        let Some(api) = crate::k8s::api(
+            shared.client.clone(),
+            &ar,
+            desired.object.namespace.as_deref(),
+            namespaced,
+        ) else {
+            return Err(format!("{describe}: not in the parent's scope"));
+        };
+        // As stored, to compare with; the claim and the up-to-date check judge the observed
+        // form, as a reconcile does, or the stored one when the parent has not observed it.
+        let stored = api
+            .get_opt(&desired.object.name)
+            .await
+            .map_err(|e| format!("reading {describe}: {e}"))?
+            .and_then(|o| serde_json::to_value(o).ok());
+        let existing = observed
+            .iter()
+            .find(|o| id.is(o))
+            .cloned()
+            .or_else(|| stored.clone());
+        let claim = plan::claim(desired, existing.as_ref(), &uid, &family, finalizing);
+        let (object, force) = match plan::to_apply(desired, claim, existing.as_ref(), &parent_ref) {
+            Ok(done) => done,
+            Err(why) => {
+                let verdict = Verdict::Refused {
+                    plugin: desired.plugin.clone(),
+                    rule: "ObjectNotOwned".into(),
+                    message: format!("{describe}: {why}"),
+                };
+                return Ok((verdict, Vec::new(), None));
+            }
+        };
+        if existing
+            .as_ref()
+            .is_some_and(|e| plan::up_to_date(&object, std::slice::from_ref(e)))
+        {
+            continue;
+        }
+        let mut params = PatchParams::apply(&manager).dry_run();
+        params.force = force;
+        let after = match api
+            .patch(&desired.object.name, &params, &Patch::Apply(&object))
+            .await
+        {
+            Ok(after) => serde_json::to_value(after).unwrap_or(Value::Null),
+            Err(e) => {
+                let verdict = Verdict::Failing {
+                    message: format!("the API server refuses {describe}: {e}"),
+                };
+                return Ok((verdict, Vec::new(), None));
+            }
+        };
+        let live = stored.as_ref().map(|e| comparable(e, &ar.kind));
+        let after = comparable(&after, &ar.kind);
+        if live.as_ref() != Some(&after) {
+            changes.push(Change {
+                object: describe,
+                plugin: Some(desired.plugin.clone()),
+                live,
+                after: Some(after),
+            });
+        }
+    }
+    if !outcome.incomplete() {
+        for pruned in plan::prune_plan(&observed, &outcome.desired, &uid, child_kinds) {
+            let text = |p: &str| pruned.pointer(p).and_then(Value::as_str).unwrap_or("");
+            let object = match text("/metadata/namespace") {
+                "" => format!(
+                    "{} {}",
+                    windlass_policy::kind_of(pruned),
+                    text("/metadata/name")
+                ),
+                ns => format!(
+                    "{} {ns}/{}",
+                    windlass_policy::kind_of(pruned),
+                    text("/metadata/name")
+                ),
+            };
+            changes.push(Change {
+                object,
+                plugin: None,
+                live: Some(comparable(pruned, text("/kind"))),
+                after: None,
+            });
+        }
+    }
+    let now = windlass_contract::now_rfc3339();
+    let patch = status::after_success(&parent_json, &outcome, &now);
+    let status = (!plan::merge_is_noop(&parent_json, &patch)).then(|| {
+        let before = parent_json.get("status").cloned().unwrap_or(Value::Null);
+        let mut after = parent_json.clone();
+        if let (Some(target), Some(patch)) = (after.as_object_mut(), patch.as_object()) {
+            windlass_policy::pipeline::merge(target, patch.clone());
+        }
+        (before, after.get("status").cloned().unwrap_or(Value::Null))
+    });
+    let verdict = if changes.is_empty() && status.is_none() {
+        Verdict::Unchanged
+    } else {
+        Verdict::Changed
+    };
+    Ok((verdict, changes, status))
+}
+
+/// The verdict of a run that failed.
+fn verdict_of(e: &windlass_policy::pipeline::Error) -> Verdict {
+    match (e.rule(), e.plugin()) {
+        (Some(rule), plugin) => Verdict::Refused {
+            plugin: plugin.unwrap_or_default().to_string(),
+            rule: rule.as_str().to_string(),
+            message: e.to_string(),
+        },
+        _ => Verdict::Failing {
+            message: e.to_string(),
+        },
+    }
+}
+
+/// An object as compared: without what the API server sets on every write (managedFields,
+/// resourceVersion, generation, uid, creationTimestamp), the host's applied stamp (new on any
+/// change), and status (the cluster's to write, not the host's).
+pub fn comparable(object: &Value, kind: &str) -> Value {
+    let mut v = object.clone();
+    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        for key in [
+            "managedFields",
+            "resourceVersion",
+            "generation",
+            "uid",
+            "creationTimestamp",
+        ] {
+            meta.remove(key);
+        }
+        if let Some(annotations) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+            annotations.remove(plan::APPLIED_ANNOTATION);
+            if annotations.is_empty() {
+                meta.remove("annotations");
+            }
+        }
+    }
+    if let Some(map) = v.as_object_mut() {
+        map.remove("status");
+        if map.get("kind").is_none() && !kind.is_empty() {
+            map.insert("kind".into(), Value::String(kind.to_string()));
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn server_set_fields_and_the_stamp_are_not_compared() {
+        let live = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "uid": "u", "resourceVersion": "7", "managedFields": [],
+                         "creationTimestamp": "2026-12-05T10:00:00Z",
+                         "annotations": {plan::APPLIED_ANNOTATION: "abc"}},
+            "data": {"k": "v"},
+        });
+        let mut after = live.clone();
+        after["metadata"]["resourceVersion"] = json!("8");
+        after["metadata"]["annotations"][plan::APPLIED_ANNOTATION] = json!("def");
+        assert_eq!(
+            comparable(&live, "ConfigMap"),
+            comparable(&after, "ConfigMap")
+        );
+        after["data"]["k"] = json!("w");
+        assert_ne!(
+            comparable(&live, "ConfigMap"),
+            comparable(&after, "ConfigMap")
+        );
+        assert!(
+            comparable(&live, "ConfigMap")["metadata"]
+                .get("annotations")
+                .is_none()
+        );
+    }
 }

@@ -58,6 +58,18 @@ pub enum LoadError {
         wanted: String,
         declared: Vec<String>,
     },
+    /// The diff gate (`rollout.diffGate`): the new version would be refused or fail on live
+    /// parents.
+    #[error(
+        "diff gate: the new version would be refused on {refused} and fail on {failing} of {parents} parents; {first}"
+    )]
+    DiffGate {
+        parents: usize,
+        refused: usize,
+        failing: usize,
+        /// The first such parent and why.
+        first: String,
+    },
     /// A new plugin version failed on an existing parent before it was swapped in.
     #[error("canary reconcile of {parent} failed: {source}")]
     Canary {
@@ -116,6 +128,7 @@ impl LoadError {
             LoadError::Runtime(e) => e.reason(),
             LoadError::WrongParentKind { .. } => "WrongParentKind",
             LoadError::Canary { source, .. } => source.reason(),
+            LoadError::DiffGate { .. } => "DiffGateRefused",
             LoadError::Discovery(_) | LoadError::KindNotServed { .. } => reason::KIND_NOT_SERVED,
             LoadError::NotGranted { .. } => "KindNotGranted",
             LoadError::Kube(_) => reason::API_ERROR,

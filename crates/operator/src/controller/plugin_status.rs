@@ -42,13 +42,14 @@ pub const RETIRE: &str = "windlass/retire";
 const HAND_OVER_TRIES: usize = 3;
 
 /// Writes what the loader knows of WasmPlugin `wp`: the version serving (if any), the error
-/// of the last load (if any), and `Ready`; a failed load is told by a Warning event on the
+/// of the last load (if any), what the diff gate found for the serving version, and `Ready`; a failed load is told by a Warning event on the
 /// WasmPlugin too, saying what `Ready` says (so `kubectl get events` and `describe` show it;
 /// retries that fail the same way count into its series).
 pub(super) async fn write_loaded(
     shared: &Shared,
     wp: &WasmPlugin,
     error: Option<&LoadError>,
+    rollout: Option<crd::RolloutStatus>,
 ) -> Result<(), kube::Error> {
     let name = wp.name_any();
     let serving = shared.registry.serving(&name);
@@ -81,6 +82,8 @@ pub(super) async fn write_loaded(
             .as_ref()
             .map(|p| p.info().child_kinds.clone())
             .unwrap_or_default(),
+        // The gate's finding for the version that serves, not for one it refused since.
+        rollout: rollout.filter(|r| serving.as_ref().is_some_and(|(d, _)| *d == r.digest)),
         last_error: error.map(|e| {
             windlass_policy::cut_message(&e.to_string(), windlass_policy::MAX_CONDITION_MESSAGE)
         }),

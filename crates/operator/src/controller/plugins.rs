@@ -65,6 +65,8 @@ struct Loader {
     /// Deleting WasmPlugins, each watched until no parent's finalize phase needs it
     /// (`retire.rs`).
     retiring: Mutex<HashMap<String, AbortOnDropHandle<()>>>,
+    /// What the diff gate found for each serving version it judged.
+    gated: Mutex<HashMap<String, crate::crd::RolloutStatus>>,
 }
 
 /// Watches WasmPlugins and keeps the registry in step with them, until aborted.
@@ -78,6 +80,7 @@ pub async fn run(shared: Arc<Shared>) {
         retry: Mutex::new(HashMap::new()),
         reload: tx,
         retiring: Mutex::new(HashMap::new()),
+        gated: Mutex::new(HashMap::new()),
     });
     // Tags move: re-resolve every OCI source on an interval. A load whose manifest digest did
     // not change stops after one HEAD request.
@@ -253,7 +256,12 @@ impl Loader {
         retiring.insert(name.to_string(), task);
     }
 
+    fn lock_gated(&self) -> std::sync::MutexGuard<'_, HashMap<String, crate::crd::RolloutStatus>> {
+        self.gated.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn forget(&self, name: &str) {
+        self.lock_gated().remove(name);
         self.retiring
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -344,7 +352,9 @@ impl Loader {
         if let Err(e) = &outcome {
             tracing::warn!(wasm_plugin = %name, error = %e, "new plugin version refused");
         }
-        if let Err(e) = plugin_status::write_loaded(&self.shared, wp, outcome.as_ref().err()).await
+        let gated = self.lock_gated().get(&name).cloned();
+        if let Err(e) =
+            plugin_status::write_loaded(&self.shared, wp, outcome.as_ref().err(), gated).await
         {
             tracing::warn!(wasm_plugin = %name, error = %e, "writing WasmPlugin status");
         }
@@ -398,6 +408,11 @@ impl Loader {
         }
         let (stage, cluster_scoped) = build_stage(shared, name, spec, fetched.bytes).await?;
         super::canary::check(shared, name, spec, &stage).await?;
+        let gated = if spec.rollout.diff_gate {
+            super::canary::gate(shared, name, spec, &stage).await?
+        } else {
+            None
+        };
         tracing::info!(
             wasm_plugin = name,
             plugin = stage.plugin.name(),
@@ -408,6 +423,10 @@ impl Loader {
         shared
             .registry
             .install(name, spec.clone(), stage, &cluster_scoped);
+        self.lock_gated().remove(name);
+        if let Some(gated) = gated {
+            self.lock_gated().insert(name.to_string(), gated);
+        }
         if let Some((old, _)) = serving
             && !shared.registry.uses_digest(old)
         {
