@@ -114,6 +114,42 @@ pub trait Reconciler: Send + Sync + std::fmt::Debug {
     fn name(&self) -> &str {
         &self.info().name
     }
+
+    /// Runs one call in an instance of its own whose randomness (`wasi:random`) is recorded, or
+    /// given back from a recording, so that the call can be reproduced byte for byte: with the
+    /// same request, the same component and the same entropy, a guest computes the same
+    /// response. Returns the entropy the call drew (all of it, from the instance's start on).
+    /// An engine that cannot record runs the call as [`Reconciler::call_for`] and returns none.
+    fn call_recorded(
+        &self,
+        req: &Request,
+        entropy: Tape,
+    ) -> (Result<Response>, CallStats, Option<Entropy>) {
+        let _ = entropy;
+        let (result, stats) = self.call_for("", req);
+        (result, stats, None)
+    }
+}
+
+/// The randomness one recorded call drew, in the order it drew it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Entropy {
+    /// Every byte `wasi:random` (and `wasi:random/insecure`) gave the guest.
+    pub bytes: Vec<u8>,
+    /// What `wasi:random/insecure-seed` answered.
+    pub insecure_seed: u128,
+    /// On a replay: the guest asked for more than was recorded (it was given zeros), so the
+    /// call did not run as recorded.
+    pub overdrawn: bool,
+}
+
+/// Where a recorded call's randomness comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tape {
+    /// From the system, recorded.
+    Record,
+    /// From a recording, given back in order.
+    Replay(Entropy),
 }
 
 /// Loads plugins: compiles (or finds compiled) a component, checks that it speaks this

@@ -17,5 +17,6 @@ pub mod k8s;
 pub mod leader;
 pub mod metrics;
 pub mod operator;
+pub mod record;
 pub mod runs;
 pub mod telemetry;

@@ -212,6 +212,9 @@ pub struct Input<'a> {
     pub earlier: &'a [Value],
     /// The time given to plugins (RFC 3339).
     pub now: &'a str,
+    /// Record each call for replay ([`Recorded`]): each runs in an instance of its own, its
+    /// randomness on tape.
+    pub record: bool,
 }
 
 impl<'a> Input<'a> {
@@ -223,13 +226,40 @@ impl<'a> Input<'a> {
             observed,
             earlier: &[],
             now,
+            record: false,
         }
     }
 }
 
-/// Called after every plugin call with the plugin, what the call cost and how it ended (the
-/// error, with its reason and rule, when it failed), for metrics and the parent's last run.
-pub type Observe<'a> = &'a (dyn Fn(&dyn Reconciler, &CallStats, Result<(), &Error>) + Sync);
+/// One plugin call as the pipeline reports it to [`Observe`].
+#[derive(Debug)]
+pub struct Call<'a> {
+    /// The plugin.
+    pub plugin: &'a dyn Reconciler,
+    /// What the call cost.
+    pub stats: &'a CallStats,
+    /// How it ended: the error, with its reason and rule, when it failed (the plugin's own
+    /// error, or the output policy's refusal).
+    pub result: Result<(), &'a Error>,
+    /// With [`Input::record`]: what reproduces it.
+    pub recorded: Option<Recorded<'a>>,
+}
+
+/// What reproduces a call: its request and the randomness it drew give the same response again
+/// from the same component.
+#[derive(Debug)]
+pub struct Recorded<'a> {
+    /// The request as the plugin got it.
+    pub request: &'a Request,
+    /// The randomness it drew.
+    pub entropy: &'a contract::Entropy,
+    /// What the plugin answered, before the output policy: its response or its error.
+    pub response: Result<&'a contract::Response, String>,
+}
+
+/// Called after every plugin call ([`Call`]), for metrics, the parent's last run and
+/// recordings.
+pub type Observe<'a> = &'a (dyn Fn(&Call<'_>) + Sync);
 
 impl Pipeline {
     /// Runs every stage for the input's parent given what was observed.
@@ -237,7 +267,7 @@ impl Pipeline {
     /// # Errors
     /// The first failing plugin's [`Error`], unless its failure policy is `Ignore`.
     pub fn run(&self, input: Input<'_>) -> Result<Outcome, Error> {
-        self.run_observed(input, &|_, _, _| {})
+        self.run_observed(input, &|_| {})
     }
 
     /// [`Pipeline::run`], reporting every plugin call to `observe`.
@@ -267,7 +297,18 @@ impl Pipeline {
                 otel.status_description = tracing::field::Empty,
             );
             let entered = span.enter();
-            let (called, stats) = plugin.call_for(&run.tenant, &req);
+            let (called, stats, entropy) = if input.record {
+                plugin.call_recorded(&req, contract::Tape::Record)
+            } else {
+                let (called, stats) = plugin.call_for(&run.tenant, &req);
+                (called, stats, None)
+            };
+            let raw = entropy.as_ref().map(|_| {
+                called
+                    .as_ref()
+                    .map(Clone::clone)
+                    .map_err(ToString::to_string)
+            });
             let step = called.map_err(Error::from).and_then(|mut resp| {
                 resp.desired.extend(withheld.iter().cloned());
                 let mut family = run.family.clone();
@@ -296,7 +337,19 @@ impl Pipeline {
                 span.record("otel.status_description", tracing::field::display(e));
             }
             drop(entered);
-            observe(plugin.as_ref(), &stats, step.as_ref().map(|_| ()));
+            observe(&Call {
+                plugin: plugin.as_ref(),
+                stats: &stats,
+                result: step.as_ref().map(|_| ()),
+                recorded: entropy
+                    .as_ref()
+                    .zip(raw.as_ref())
+                    .map(|(entropy, raw)| Recorded {
+                        request: &req,
+                        entropy,
+                        response: raw.as_ref().map_err(Clone::clone),
+                    }),
+            });
             match step {
                 Ok((checked, resp, status)) => {
                     run.absorb(stage, &req, &withheld, checked, resp, status);

@@ -12,7 +12,10 @@ use windlass_contract::{
     PluginErrorKind, PluginInfo, Reconciler, Request, Response, Result,
 };
 
-use super::{Runtime, bindings, lock, sandbox::Sandbox};
+use super::{
+    Runtime, bindings, lock,
+    sandbox::{Sandbox, TapeRng},
+};
 
 /// How many warm instances a plugin in [`InstanceMode::Reuse`] keeps idle, across tenants.
 const MAX_IDLE: usize = 4;
@@ -79,7 +82,7 @@ impl Plugin {
         // The smoke call: a component that cannot even describe itself never gets loaded.
         // It runs under the same deadline as any call: a guest that sleeps in `info` is stopped.
         let info = plugin.run_once(async {
-            let mut warm = plugin.instantiate().await?;
+            let mut warm = plugin.instantiate(None).await?;
             let info = warm
                 .bindings
                 .windlass_plugin_reconciler()
@@ -148,8 +151,19 @@ impl Plugin {
     /// [`Plugin::call_measured`] on behalf of `tenant`: in [`InstanceMode::Reuse`] an instance
     /// that served one tenant never serves another, so no guest state crosses between them.
     pub fn call_for(&self, tenant: &str, req: &Request) -> (Result<Response>, CallStats) {
+        self.call_taped(tenant, req, None)
+    }
+
+    /// [`Plugin::call_for`]; with a `tape`, in a fresh instance of its own (never kept warm)
+    /// whose randomness the tape records or gives back.
+    fn call_taped(
+        &self,
+        tenant: &str,
+        req: &Request,
+        tape: Option<&TapeRng>,
+    ) -> (Result<Response>, CallStats) {
         let started = Instant::now();
-        let reused = self.options.mode == InstanceMode::Reuse;
+        let reused = self.options.mode == InstanceMode::Reuse && tape.is_none();
         let timeout = self.options.limits.timeout;
         let warm = if reused { self.take_idle(tenant) } else { None };
         let was_warm = warm.is_some();
@@ -163,7 +177,7 @@ impl Plugin {
         let call = async {
             let mut warm = match warm {
                 Some(warm) => warm,
-                None => self.instantiate().await?,
+                None => self.instantiate(tape).await?,
             };
             if was_warm {
                 self.arm(&mut warm.store);
@@ -234,7 +248,7 @@ impl Plugin {
             return Ok(());
         }
         self.run_once(async {
-            let mut store = self.new_store();
+            let mut store = self.new_store(None);
             let instance = match self.pre.instance_pre().instantiate_async(&mut store).await {
                 Ok(instance) => instance,
                 Err(e) => return Err(self.instantiate_error(&store, e)),
@@ -292,8 +306,8 @@ impl Plugin {
     }
 
     /// A new store with the plugin's limits, and an instance in it.
-    async fn instantiate(&self) -> Result<Warm> {
-        let mut store = self.new_store();
+    async fn instantiate(&self, tape: Option<&TapeRng>) -> Result<Warm> {
+        let mut store = self.new_store(tape);
         match self.pre.instantiate_async(&mut store).await {
             Ok(bindings) => Ok(Warm { store, bindings }),
             Err(e) => Err(self.instantiate_error(&store, e)),
@@ -301,10 +315,10 @@ impl Plugin {
     }
 
     /// A new store with the plugin's limits, armed for one call.
-    fn new_store(&self) -> Store<Sandbox> {
+    fn new_store(&self, tape: Option<&TapeRng>) -> Store<Sandbox> {
         let mut store = Store::new(
             &self.runtime.inner.engine,
-            Sandbox::new(self.name.clone(), self.options.limits.memory_bytes),
+            Sandbox::new(self.name.clone(), self.options.limits.memory_bytes, tape),
         );
         store.limiter(|s| &mut s.limiter);
         self.arm(&mut store);
@@ -430,6 +444,20 @@ impl Reconciler for Plugin {
 
     fn call_for(&self, tenant: &str, req: &Request) -> (Result<Response>, CallStats) {
         Plugin::call_for(self, tenant, req)
+    }
+
+    fn call_recorded(
+        &self,
+        req: &Request,
+        entropy: windlass_contract::Tape,
+    ) -> (
+        Result<Response>,
+        CallStats,
+        Option<windlass_contract::Entropy>,
+    ) {
+        let tape = TapeRng::new(entropy);
+        let (result, stats) = self.call_taped("", req, Some(&tape));
+        (result, stats, Some(tape.entropy()))
     }
 
     fn checks_config(&self) -> bool {

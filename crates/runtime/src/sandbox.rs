@@ -40,17 +40,25 @@ pub(crate) struct Sandbox {
 
 impl Sandbox {
     /// A sandbox with no files, no environment, no arguments and no network: a WASI context
-    /// built from defaults grants none of them.
-    pub(crate) fn new(plugin: Arc<str>, memory_limit: usize) -> Self {
+    /// built from defaults grants none of them. With a `tape`, its randomness is recorded, or
+    /// given back from a recording ([`TapeRng`]).
+    pub(crate) fn new(plugin: Arc<str>, memory_limit: usize, tape: Option<&TapeRng>) -> Self {
         let stdout = GuestOutput::new(OUTPUT_CAPACITY);
         let stderr = GuestOutput::new(OUTPUT_CAPACITY);
         let clock = Arc::new(GuestClock::new());
-        let wasi = WasiCtxBuilder::new()
+        let mut builder = WasiCtxBuilder::new();
+        builder
             .stdout(stdout.clone())
             .stderr(stderr.clone())
             .wall_clock(WallClock(clock.clone()))
-            .monotonic_clock(MonotonicClock(clock.clone()))
-            .build();
+            .monotonic_clock(MonotonicClock(clock.clone()));
+        if let Some(tape) = tape {
+            builder
+                .secure_random(tape.clone())
+                .insecure_random(tape.clone())
+                .insecure_random_seed(tape.seed());
+        }
+        let wasi = builder.build();
         let mut table = ResourceTable::new();
         table.set_max_capacity(MAX_RESOURCES);
         Sandbox {
@@ -154,6 +162,97 @@ fn cut_line(mut message: String) -> String {
     message.truncate(end);
     message.push_str(&format!(" … [{cut} more bytes cut by the host]"));
     message
+}
+
+/// A call's randomness on tape: drawn from the thread RNG and recorded, or given back from a
+/// recording in the order it was drawn — bytes, `u32`s and `u64`s alike, as little-endian bytes
+/// — so that a replayed guest draws what it drew. Past the recording's end it gives zeros and
+/// says so ([`windlass_contract::Entropy::overdrawn`]). Shared by both `wasi:random` interfaces
+/// of one instance: their draws interleave in one order either way.
+#[derive(Debug, Clone)]
+pub(crate) struct TapeRng(Arc<Mutex<TapeState>>);
+
+#[derive(Debug)]
+struct TapeState {
+    /// Given back from a recording (else recorded).
+    replay: bool,
+    entropy: windlass_contract::Entropy,
+    /// How far a replay has read.
+    at: usize,
+}
+
+impl TapeRng {
+    pub(crate) fn new(tape: windlass_contract::Tape) -> Self {
+        use rand::RngExt as _;
+        let state = match tape {
+            windlass_contract::Tape::Record => TapeState {
+                replay: false,
+                entropy: windlass_contract::Entropy {
+                    insecure_seed: rand::rng().random(),
+                    ..Default::default()
+                },
+                at: 0,
+            },
+            windlass_contract::Tape::Replay(mut entropy) => {
+                entropy.overdrawn = false;
+                TapeState {
+                    replay: true,
+                    entropy,
+                    at: 0,
+                }
+            }
+        };
+        TapeRng(Arc::new(Mutex::new(state)))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, TapeState> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn seed(&self) -> u128 {
+        self.lock().entropy.insecure_seed
+    }
+
+    /// What the call drew (recorded), or what was given back (replayed).
+    pub(crate) fn entropy(&self) -> windlass_contract::Entropy {
+        self.lock().entropy.clone()
+    }
+}
+
+impl rand::TryRng for TapeRng {
+    type Error = std::convert::Infallible;
+
+    fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+        let mut b = [0; 4];
+        self.try_fill_bytes(&mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+        let mut b = [0; 8];
+        self.try_fill_bytes(&mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
+        let mut state = self.lock();
+        if state.replay {
+            let at = state.at;
+            let have = state.entropy.bytes.len().saturating_sub(at).min(dst.len());
+            dst[..have].copy_from_slice(&state.entropy.bytes[at..at + have]);
+            dst[have..].fill(0);
+            if have < dst.len() {
+                state.entropy.overdrawn = true;
+            }
+            state.at += have;
+        } else {
+            rand::Rng::fill_bytes(&mut rand::rng(), dst);
+            state.entropy.bytes.extend_from_slice(dst);
+        }
+        Ok(())
+    }
 }
 
 /// The time a guest sees: the wall clock reads the request's `now` (set before each call; the
@@ -280,6 +379,31 @@ impl bindings::windlass::plugin::types::Host for Sandbox {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn a_tape_gives_back_what_it_recorded_in_order_then_zeros_and_says_so() {
+        use rand::TryRng as _;
+        let mut recording = TapeRng::new(windlass_contract::Tape::Record);
+        let mut a = [0u8; 5];
+        recording.try_fill_bytes(&mut a).unwrap();
+        let b = recording.try_next_u64().unwrap();
+        let c = recording.try_next_u32().unwrap();
+        let drawn = recording.entropy();
+        assert_eq!(drawn.bytes.len(), 5 + 8 + 4);
+        let mut replay = TapeRng::new(windlass_contract::Tape::Replay(drawn.clone()));
+        assert_eq!(replay.seed(), drawn.insecure_seed);
+        let mut again = [0u8; 5];
+        replay.try_fill_bytes(&mut again).unwrap();
+        let (b2, c2) = (
+            replay.try_next_u64().unwrap(),
+            replay.try_next_u32().unwrap(),
+        );
+        assert_eq!((again, b2, c2), (a, b, c));
+        assert!(!replay.entropy().overdrawn);
+        assert_eq!(replay.try_next_u32().unwrap(), 0);
+        assert!(replay.entropy().overdrawn);
+    }
 
     #[test]
     fn control_characters_in_guest_text_are_escaped_onto_one_line() {

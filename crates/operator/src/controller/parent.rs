@@ -403,8 +403,16 @@ fn observe(obj: &DynamicObject, ctx: &KindCtx) -> Vec<Value> {
     out
 }
 
+/// The text at `pointer` of `v`, or empty.
+fn text_at(v: &Value, pointer: &str) -> String {
+    v.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// Runs the pipeline on a blocking thread (plugin calls are synchronous), recording calls in
-/// the metrics and the parent's last run.
+/// the metrics and the parent's last run, and for replay when the parent asks for it.
 async fn run_pipeline(
     ctx: &KindCtx,
     uid: &str,
@@ -416,12 +424,46 @@ async fn run_pipeline(
     let metrics = ctx.shared.metrics.clone();
     let now = windlass_contract::now_rfc3339();
     let span = tracing::Span::current();
+    // Recorded for replay: asked for by the parent, where the host has somewhere to keep it.
+    let record = ctx.shared.settings.record_dir.clone().filter(|_| {
+        parent
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(crate::record::RECORD_ANNOTATION))
+            .and_then(Value::as_str)
+            == Some("true")
+    });
+    let id = crate::record::ParentId {
+        kind: ctx.parent.key(),
+        namespace: text_at(&parent, "/metadata/namespace"),
+        name: text_at(&parent, "/metadata/name"),
+        uid: uid.to_string(),
+    };
     let (outcome, calls) = tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
         let calls = std::sync::Mutex::new(Vec::new());
+        let recordings = std::sync::Mutex::new(Vec::new());
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
         let outcome = pipeline.run_observed(
-            Input::new(phase, &parent, &observed, &now),
-            &|plugin, stats, result| {
+            Input {
+                record: record.is_some(),
+                ..Input::new(phase, &parent, &observed, &now)
+            },
+            &|call| {
+                if let Some(r) = &call.recorded {
+                    recordings.lock().unwrap_or_else(|e| e.into_inner()).push(
+                        crate::record::Recording::of(
+                            id.clone(),
+                            call.plugin.name(),
+                            call.plugin.digest(),
+                            r.request,
+                            r.entropy,
+                            r.response.as_ref().map_err(String::as_str).copied(),
+                        ),
+                    );
+                }
+                let (plugin, stats, result) = (call.plugin, call.stats, call.result);
                 let reason = result.map_or_else(|e| e.reason(), |()| "ok");
                 metrics.record_call(plugin.name(), stats, reason);
                 let mut calls = calls.lock().unwrap_or_else(|e| e.into_inner());
@@ -440,6 +482,12 @@ async fn run_pipeline(
                 });
             },
         );
+        if let Some(dir) = &record {
+            let recordings = recordings.into_inner().unwrap_or_else(|e| e.into_inner());
+            if let Err(e) = crate::record::write(dir, started, &recordings) {
+                tracing::warn!(dir = %dir.display(), error = %e, "writing the recordings of a run");
+            }
+        }
         (
             outcome,
             calls.into_inner().unwrap_or_else(|e| e.into_inner()),

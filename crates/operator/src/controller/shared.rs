@@ -48,6 +48,9 @@ pub struct Settings {
     /// is stuck: the `FinalizeStuck` condition, a Warning event and the `finalize_stuck`
     /// gauge, naming the plugins that hold it. Default 10 min.
     pub finalize_stuck_after: Duration,
+    /// Where the calls of parents annotated `windlass.dev/record: "true"` are recorded for
+    /// replay (`crate::record`). Default: nowhere; the annotation does nothing.
+    pub record_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for Settings {
@@ -64,6 +67,7 @@ impl Default for Settings {
             min_requeue: Duration::from_secs(1),
             reconcile_burst: 10,
             finalize_stuck_after: Duration::from_secs(600),
+            record_dir: None,
             reconcile_every: Duration::from_millis(500),
             event_burst: 25,
             event_every: Duration::from_secs(300),
