@@ -63,11 +63,15 @@ const COMPONENTS: &[(&str, &str, &str)] = &[
 ];
 
 /// Guests that wrap a SampleDB plugin (built on their own, see `main`), as in `COMPONENTS`.
-const WRAPPERS: &[(&str, &str, &str)] = &[(
-    "FLAKY_STORAGE",
-    "guest-flaky-storage",
-    "guest_flaky_storage",
-)];
+const WRAPPERS: &[(&str, &str, &str)] = &[
+    (
+        "FLAKY_STORAGE",
+        "guest-flaky-storage",
+        "guest_flaky_storage",
+    ),
+    // The storage plugin with one more label on its objects: a changed version to replay.
+    ("STORAGE_V2", "guest-storage-v2", "guest_storage_v2"),
+];
 
 fn main() {
     let manifest =

@@ -17,7 +17,7 @@
 //! the `dev` feature, [`dev`] (`windlass dev` on the embedded devcluster).
 
 pub use windlass_contract as contract;
-pub use windlass_operator::{admin, controller, crd, k8s, leader, metrics, operator, runs};
+pub use windlass_operator::{admin, controller, crd, k8s, leader, metrics, operator, record, runs};
 pub use windlass_policy as policy;
 pub use windlass_policy::pipeline;
 pub use windlass_runtime as runtime;

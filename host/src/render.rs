@@ -340,3 +340,110 @@ mod tests {
         );
     }
 }
+
+/// A replayed call: whether it reproduced the recording.
+#[derive(Debug)]
+pub struct Replayed {
+    /// The recording's plugin and digest.
+    pub recorded: (String, String),
+    /// The replaying component's digest.
+    pub digest: String,
+    /// The answer now, as the recording holds answers.
+    pub answer: Value,
+    /// The recording's answer.
+    pub expected: Value,
+    /// The replayed guest asked for more randomness than the call drew.
+    pub overdrawn: bool,
+}
+
+impl Replayed {
+    /// The same component gave the same answer.
+    pub fn reproduced(&self) -> bool {
+        self.digest == self.recorded.1 && self.answer == self.expected && !self.overdrawn
+    }
+
+    /// A unified diff of the answers as YAML (empty when they are the same).
+    pub fn diff(&self) -> String {
+        let yaml = |v: &Value| serde_yaml::to_string(&readable(v)).unwrap_or_default();
+        let (before, after) = (yaml(&self.expected), yaml(&self.answer));
+        if before == after {
+            return String::new();
+        }
+        similar::TextDiff::from_lines(&before, &after)
+            .unified_diff()
+            .context_radius(3)
+            .header(
+                &format!("recorded {}@{}", self.recorded.0, self.recorded.1),
+                &format!("replayed {}@{}", self.recorded.0, self.digest),
+            )
+            .to_string()
+    }
+}
+
+/// An answer with its object texts parsed, for a diff a person reads (the comparison is on
+/// the texts).
+fn readable(answer: &Value) -> Value {
+    let mut v = answer.clone();
+    if let Some(desired) = v.get_mut("desired").and_then(Value::as_array_mut) {
+        for d in desired {
+            if let Some(parsed) = d.as_str().and_then(|t| serde_json::from_str(t).ok()) {
+                *d = parsed;
+            }
+        }
+    }
+    if let Some(status) = v.get_mut("status") {
+        if let Some(parsed) = status.as_str().and_then(|t| serde_json::from_str(t).ok()) {
+            *status = parsed;
+        }
+    }
+    v
+}
+
+/// Replays a recorded call (`windlass render --replay`) with the component at `plugin`: the
+/// recorded request, and the randomness the call drew given back in order.
+///
+/// # Errors
+/// The recording cannot be read, or the component loaded.
+pub fn replay(
+    runtime: &Runtime,
+    recording: &Path,
+    plugin: &Path,
+    options: LoadOptions,
+) -> Result<Replayed> {
+    use crate::contract::{Reconciler as _, Tape};
+    use windlass_operator::record::{self, Recording};
+    let text = std::fs::read_to_string(recording)
+        .with_context(|| format!("reading {}", recording.display()))?;
+    let r: Recording = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a recording", recording.display()))?;
+    if r.format != record::FORMAT {
+        bail!(
+            "{}: format {:?}, this windlass reads {:?}",
+            recording.display(),
+            r.format,
+            record::FORMAT
+        );
+    }
+    let request = r
+        .request()
+        .map_err(|e| anyhow::anyhow!("{}: {e}", recording.display()))?;
+    let entropy = r
+        .entropy()
+        .map_err(|e| anyhow::anyhow!("{}: {e}", recording.display()))?;
+    let bytes = read_plugin(plugin, crate::source::oci::DEFAULT_MAX_LAYER_BYTES)?;
+    let label = plugin
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("plugin");
+    let loaded = runtime.load(label, &bytes, options)?;
+    let (result, _, drawn) = loaded.call_recorded(&request, Tape::Replay(entropy));
+    let error = result.as_ref().err().map(ToString::to_string);
+    let answer = record::answer(result.as_ref().map_err(|_| error.as_deref().unwrap_or("")));
+    Ok(Replayed {
+        recorded: (r.plugin.clone(), r.digest.clone()),
+        digest: loaded.digest().to_string(),
+        answer,
+        expected: r.response,
+        overdrawn: drawn.is_some_and(|d| d.overdrawn),
+    })
+}

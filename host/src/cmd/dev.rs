@@ -54,6 +54,10 @@ pub struct Args {
     /// snapshot API's CRDs are created if the cluster has none.
     #[arg(long, requires = "kubeconfig")]
     simulate_workloads: bool,
+    /// Record every plugin call of each parent annotated `windlass.dev/record: "true"` here, for
+    /// `windlass render --replay FILE` (the newest 60 per parent).
+    #[arg(long, env = "WINDLASS_RECORD_DIR")]
+    record_dir: Option<PathBuf>,
 }
 
 impl Args {
@@ -87,7 +91,10 @@ impl Args {
             operator: windlass::operator::Config {
                 admin_addr: self.admin_addr,
                 election: None,
-                settings: Default::default(),
+                settings: windlass::controller::Settings {
+                    record_dir: self.record_dir.clone(),
+                    ..Default::default()
+                },
                 identity: "windlass-dev".into(),
             },
             runtime: global.runtime_config(),

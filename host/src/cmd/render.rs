@@ -15,11 +15,16 @@ use super::{Global, Output};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The parent object (YAML or JSON).
-    #[arg(short = 'f', long = "filename")]
-    parent: PathBuf,
+    #[arg(short = 'f', long = "filename", required_unless_present = "replay")]
+    parent: Option<PathBuf>,
     /// A plugin component; repeat in pipeline order.
     #[arg(long = "plugin", required = true)]
     plugins: Vec<PathBuf>,
+    /// Replay a recorded call (a file the host wrote under `--record-dir`) with the one
+    /// `--plugin`: the recorded request and randomness again. The same component must give the
+    /// recorded answer byte for byte (exit 1 if not); another shows how its answer differs.
+    #[arg(long, conflicts_with_all = ["parent", "observed", "config", "config_file", "grants", "phase", "now"])]
+    replay: Option<PathBuf>,
     /// Observed objects: a file or a directory of YAML/JSON files.
     #[arg(long)]
     observed: Option<PathBuf>,
@@ -58,6 +63,52 @@ enum PhaseArg {
 }
 
 pub fn run(global: &Global, args: Args) -> Result<()> {
+    let options = LoadOptions {
+        limits: Limits {
+            timeout: Duration::from_millis(args.timeout_ms),
+            memory_bytes: args.memory_mib << 20,
+            fuel: None,
+        },
+        mode: InstanceMode::Fresh,
+    };
+    if let Some(recording) = &args.replay {
+        let [plugin] = args.plugins.as_slice() else {
+            anyhow::bail!("--replay takes one --plugin: the component to replay the call with");
+        };
+        let replayed = render::replay(&global.runtime()?, recording, plugin, options)?;
+        let (name, digest) = &replayed.recorded;
+        let diff = replayed.diff();
+        if replayed.reproduced() {
+            return super::print(&format!(
+                "reproduced: {name}@{digest} gave the recorded answer byte for byte\n"
+            ));
+        }
+        let mut text = if replayed.digest == *digest {
+            format!("NOT reproduced: {name}@{digest} answered otherwise than recorded\n")
+        } else {
+            format!(
+                "{name}: replayed with {} (recorded with {digest}): {}\n",
+                replayed.digest,
+                if diff.is_empty() {
+                    "the same answer"
+                } else {
+                    "its answer differs"
+                }
+            )
+        };
+        if replayed.overdrawn {
+            text.push_str("the guest drew more randomness than the recorded call did\n");
+        }
+        text.push_str(&diff);
+        super::print(&text)?;
+        if diff.is_empty() && !replayed.overdrawn {
+            return Ok(());
+        }
+        anyhow::bail!("the replayed answer differs from the recording");
+    }
+    let Some(parent) = &args.parent else {
+        anyhow::bail!("-f PARENT is required");
+    };
     let mut config = match &args.config_file {
         Some(path) => render::read_config_file(path)?,
         None => Default::default(),
@@ -66,7 +117,7 @@ pub fn run(global: &Global, args: Args) -> Result<()> {
         render::set_config(&mut config, assignment)?;
     }
     let input = render::Input {
-        parent: render::read_parent(&args.parent)?,
+        parent: render::read_parent(parent)?,
         plugins: args.plugins,
         observed: match &args.observed {
             Some(path) => render::read_observed(path)?,
@@ -79,14 +130,7 @@ pub fn run(global: &Global, args: Args) -> Result<()> {
             PhaseArg::Finalize => Phase::Finalize,
         },
         now: args.now.unwrap_or_else(windlass::contract::now_rfc3339),
-        options: LoadOptions {
-            limits: Limits {
-                timeout: Duration::from_millis(args.timeout_ms),
-                memory_bytes: args.memory_mib << 20,
-                fuel: None,
-            },
-            mode: InstanceMode::Fresh,
-        },
+        options,
     };
     let outcome = render::render(&global.runtime()?, &input)?;
     let text = match args.output {

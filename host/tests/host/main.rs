@@ -24,6 +24,7 @@ mod oci;
 mod operator;
 mod plugin_diff;
 mod render;
+mod replay;
 mod sampledb;
 mod signature;
 mod templates;

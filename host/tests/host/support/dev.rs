@@ -20,8 +20,14 @@ impl Running {
     /// at `kubeconfig`, and waits until it says it runs (its plugins loaded and the example
     /// applied), as a reader of the README would. Panics with its output when it stops first.
     pub fn start(kubeconfig: &Path) -> Running {
+        Running::start_with(kubeconfig, &[])
+    }
+
+    /// [`Running::start`] with more arguments to `windlass dev`.
+    pub fn start_with(kubeconfig: &Path, more: &[&std::ffi::OsStr]) -> Running {
         let mut args: Vec<std::ffi::OsString> = vec!["--kubeconfig-out".into()];
         args.push(kubeconfig.into());
+        args.extend(more.iter().map(|a| a.to_os_string()));
         Running::spawn(&args, kubeconfig)
     }
 
