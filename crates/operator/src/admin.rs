@@ -1,5 +1,7 @@
-//! `/healthz`, `/readyz`, `/metrics` and `/debug/runs/{uid}` (a parent's last run, see
-//! [`crate::runs`]).
+//! `/healthz`, `/readyz`, `/metrics`, `/debug/runs/{uid}` (a parent's last run, see
+//! [`crate::runs`]) and `/debug/recordings/{namespace}/{name}[/{file}]` (a parent's recorded
+//! calls, see [`crate::record`]; in a cluster, the way to fetch them: `kubectl
+//! port-forward`).
 //!
 //! `/healthz` answers 200 while the process serves. `/readyz` answers 200 once the instance has
 //! started (its election runs and it either leads with its controllers running or stands by,
@@ -31,6 +33,8 @@ pub struct Health {
     pub metrics: Arc<Metrics>,
     /// The parents' last runs (this instance's, while it leads).
     pub runs: Arc<Runs>,
+    /// Where calls are recorded for replay (`crate::record`), served read-only.
+    pub record_dir: Option<std::path::PathBuf>,
 }
 
 /// The admin router.
@@ -40,6 +44,11 @@ pub fn router(health: Arc<Health>) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/debug/runs/{uid}", get(last_run))
+        .route("/debug/recordings/{namespace}/{name}", get(recordings))
+        .route(
+            "/debug/recordings/{namespace}/{name}/{file}",
+            get(recording),
+        )
         .with_state(health)
 }
 
@@ -85,6 +94,69 @@ async fn last_run(
             format!("no run of a parent with uid {uid} since this instance started leading\n"),
         )
             .into_response(),
+    }
+}
+
+/// Whether `segment` may name a directory or file under the record directory: a Kubernetes
+/// name (or `_cluster`), or a recording's file name; never `..` or a path.
+fn plain(segment: &str) -> bool {
+    !segment.is_empty()
+        && !segment.starts_with('.')
+        && segment
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
+}
+
+/// The recordings of a parent (`_cluster` as the namespace of a cluster-scoped one), newest
+/// last, as a JSON list of file names.
+async fn recordings(
+    State(health): State<Arc<Health>>,
+    axum::extract::Path((namespace, name)): axum::extract::Path<(String, String)>,
+) -> axum::response::Response {
+    let Some(root) = health.record_dir.as_ref() else {
+        return (
+            StatusCode::NOT_FOUND,
+            "this host records nothing (--record-dir)\n",
+        )
+            .into_response();
+    };
+    if !plain(&namespace) || !plain(&name) {
+        return (StatusCode::BAD_REQUEST, "not a namespace and name\n").into_response();
+    }
+    let dir = root.join(&namespace).join(&name);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return (
+            StatusCode::NOT_FOUND,
+            format!("no recordings of {namespace}/{name}\n"),
+        )
+            .into_response();
+    };
+    let mut files: Vec<String> = entries
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|f| f.ends_with(".json"))
+        .collect();
+    files.sort();
+    axum::Json(files).into_response()
+}
+
+/// One recording, as written.
+async fn recording(
+    State(health): State<Arc<Health>>,
+    axum::extract::Path((namespace, name, file)): axum::extract::Path<(String, String, String)>,
+) -> axum::response::Response {
+    let Some(root) = health.record_dir.as_ref() else {
+        return (
+            StatusCode::NOT_FOUND,
+            "this host records nothing (--record-dir)\n",
+        )
+            .into_response();
+    };
+    if !plain(&namespace) || !plain(&name) || !plain(&file) || !file.ends_with(".json") {
+        return (StatusCode::BAD_REQUEST, "not a recording's name\n").into_response();
+    }
+    match std::fs::read(root.join(&namespace).join(&name).join(&file)) {
+        Ok(bytes) => ([("content-type", "application/json")], bytes).into_response(),
+        Err(_) => (StatusCode::NOT_FOUND, format!("no recording {file}\n")).into_response(),
     }
 }
 
@@ -177,5 +249,40 @@ mod tests {
         let (status, body) = get(&health, "/debug/runs/u2").await;
         assert_eq!(status, StatusCode::NOT_FOUND);
         assert!(body.contains("u2"), "{body}");
+    }
+
+    #[tokio::test]
+    async fn recordings_are_listed_and_served_and_nothing_outside_their_directory() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("shop/orders");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("0002-00-a.json"), "{\"b\":1}").unwrap();
+        std::fs::write(dir.join("0001-00-a.json"), "{}").unwrap();
+        std::fs::write(root.path().join("secret.json"), "no").unwrap();
+        let health = Arc::new(Health {
+            record_dir: Some(root.path().to_path_buf()),
+            ..Health::default()
+        });
+        let (status, body) = get(&health, "/debug/recordings/shop/orders").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(body, r#"["0001-00-a.json","0002-00-a.json"]"#);
+        assert_eq!(
+            get(&health, "/debug/recordings/shop/orders/0002-00-a.json").await,
+            (StatusCode::OK, "{\"b\":1}".into())
+        );
+        for path in [
+            "/debug/recordings/shop/../secret.json",
+            "/debug/recordings/shop/orders/..",
+            "/debug/recordings/shop/%2E%2E/secret.json",
+            "/debug/recordings/shop/orders/%2E%2E%2Fsecret.json",
+        ] {
+            let (status, body) = get(&health, path).await;
+            assert_ne!(status, StatusCode::OK, "{path}: {body}");
+            assert_ne!(body, "no", "{path}");
+        }
+        assert_eq!(
+            get(&health, "/debug/recordings/shop/other").await.0,
+            StatusCode::NOT_FOUND
+        );
     }
 }

@@ -57,6 +57,7 @@ pub async fn start(
         leading: Default::default(),
         metrics: metrics.clone(),
         runs: Default::default(),
+        record_dir: config.settings.record_dir.clone(),
     });
     let admin_addr = admin::serve(config.admin_addr, health.clone(), stopped(shutdown.clone()))
         .await

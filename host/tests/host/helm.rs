@@ -591,6 +591,46 @@ fn the_service_monitor_is_rendered_only_when_asked() {
     assert_eq!(monitor["spec"]["endpoints"][0]["path"], "/metrics");
 }
 
+#[test]
+fn recording_gives_the_host_a_directory_of_its_own_only_when_asked() {
+    let deployment = |sets: &[&str]| -> Value {
+        documents(&template(&[], sets).expect("renders"))
+            .into_iter()
+            .find(|d| d["kind"] == "Deployment")
+            .expect("a Deployment")
+    };
+    let off = deployment(&[]);
+    let args = off["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+    assert!(!args.contains("--record-dir"), "{args}");
+    let on = deployment(&["host.record.enabled=true", "host.record.sizeLimit=64Mi"]);
+    let pod = &on["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    assert!(
+        container["args"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from("--record-dir=/var/lib/windlass/records")),
+        "{container:#}"
+    );
+    let mount = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "records")
+        .expect("the records mount");
+    assert_eq!(mount["mountPath"], "/var/lib/windlass/records");
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "records")
+        .expect("the records volume");
+    assert_eq!(volume["emptyDir"]["sizeLimit"], "64Mi");
+    // The schema names a misspelt field.
+    let err = template(&[], &["host.record.enable=true"]).unwrap_err();
+    assert!(err.contains("enable"), "{err}");
+}
+
 /// The rendered documents, as JSON values (comment-only documents dropped).
 pub fn documents(manifests: &str) -> Vec<Value> {
     serde_yaml::Deserializer::from_str(manifests)
