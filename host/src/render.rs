@@ -436,7 +436,7 @@ pub fn replay(
         .and_then(|s| s.to_str())
         .unwrap_or("plugin");
     let loaded = runtime.load(label, &bytes, options)?;
-    let (result, _, drawn) = loaded.call_recorded(&request, Tape::Replay(entropy));
+    let (result, _, drawn) = loaded.call_recorded("", &request, Tape::Replay(entropy));
     let error = result.as_ref().err().map(ToString::to_string);
     let answer = record::answer(result.as_ref().map_err(|_| error.as_deref().unwrap_or("")));
     Ok(Replayed {

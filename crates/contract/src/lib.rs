@@ -116,17 +116,19 @@ pub trait Reconciler: Send + Sync + std::fmt::Debug {
     }
 
     /// Runs one call in an instance of its own whose randomness (`wasi:random`) is recorded, or
-    /// given back from a recording, so that the call can be reproduced byte for byte: with the
-    /// same request, the same component and the same entropy, a guest computes the same
-    /// response. Returns the entropy the call drew (all of it, from the instance's start on).
-    /// An engine that cannot record runs the call as [`Reconciler::call_for`] and returns none.
+    /// given back from a recording, and whose monotonic clock ticks per reading, so that the
+    /// call can be reproduced byte for byte: with the same request, the same component and the
+    /// same entropy, a guest computes the same response. Returns the entropy the call drew (all of it, from the instance's start on).
+    /// An engine that cannot record runs the call as [`Reconciler::call_for`] on behalf of
+    /// `tenant` and returns none.
     fn call_recorded(
         &self,
+        tenant: &str,
         req: &Request,
         entropy: Tape,
     ) -> (Result<Response>, CallStats, Option<Entropy>) {
         let _ = entropy;
-        let (result, stats) = self.call_for("", req);
+        let (result, stats) = self.call_for(tenant, req);
         (result, stats, None)
     }
 }

@@ -74,12 +74,32 @@ async fn metrics(
     ([("content-type", content_type)], body)
 }
 
+/// `/debug/*` answers only a caller on the host's own address: `kubectl port-forward` (which
+/// connects from inside the Pod) or `windlass dev` on the same machine, never another Pod
+/// through the metrics Service. What it serves holds plugins' inputs, Secrets they read included.
+fn local_only(peer: SocketAddr) -> Result<(), axum::response::Response> {
+    if peer.ip().is_loopback() {
+        return Ok(());
+    }
+    Err((
+        StatusCode::FORBIDDEN,
+        "/debug answers the host's own address only: use kubectl port-forward\n",
+    )
+        .into_response())
+}
+
+type Peer = axum::extract::ConnectInfo<SocketAddr>;
+
 /// A parent's last run as JSON (`windlass trace` reads it): 404 when none is recorded, 503 on
 /// a standby, which reconciles nothing.
 async fn last_run(
     State(health): State<Arc<Health>>,
+    axum::extract::ConnectInfo(peer): Peer,
     axum::extract::Path(uid): axum::extract::Path<String>,
 ) -> axum::response::Response {
+    if let Err(refused) = local_only(peer) {
+        return refused;
+    }
     if !health.leading.load(Ordering::Relaxed) {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -111,8 +131,12 @@ fn plain(segment: &str) -> bool {
 /// last, as a JSON list of file names.
 async fn recordings(
     State(health): State<Arc<Health>>,
+    axum::extract::ConnectInfo(peer): Peer,
     axum::extract::Path((namespace, name)): axum::extract::Path<(String, String)>,
 ) -> axum::response::Response {
+    if let Err(refused) = local_only(peer) {
+        return refused;
+    }
     let Some(root) = health.record_dir.as_ref() else {
         return (
             StatusCode::NOT_FOUND,
@@ -142,8 +166,12 @@ async fn recordings(
 /// One recording, as written.
 async fn recording(
     State(health): State<Arc<Health>>,
+    axum::extract::ConnectInfo(peer): Peer,
     axum::extract::Path((namespace, name, file)): axum::extract::Path<(String, String, String)>,
 ) -> axum::response::Response {
+    if let Err(refused) = local_only(peer) {
+        return refused;
+    }
     let Some(root) = health.record_dir.as_ref() else {
         return (
             StatusCode::NOT_FOUND,
@@ -172,7 +200,8 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
     tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, router(health))
+        let service = router(health).into_make_service_with_connect_info::<SocketAddr>();
+        if let Err(e) = axum::serve(listener, service)
             .with_graceful_shutdown(shutdown)
             .await
         {
@@ -187,11 +216,19 @@ mod tests {
     use super::*;
 
     async fn get(health: &Arc<Health>, path: &str) -> (StatusCode, String) {
+        get_from(health, path, SocketAddr::from(([127, 0, 0, 1], 40_000))).await
+    }
+
+    async fn get_from(health: &Arc<Health>, path: &str, peer: SocketAddr) -> (StatusCode, String) {
         use tower::ServiceExt as _;
         let req = axum::http::Request::get(path)
             .body(axum::body::Body::empty())
             .unwrap();
-        let resp = router(health.clone()).oneshot(req).await.unwrap();
+        let resp = router(health.clone())
+            .layer(axum::extract::connect_info::MockConnectInfo(peer))
+            .oneshot(req)
+            .await
+            .unwrap();
         let status = resp.status();
         let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
             .await
@@ -283,6 +320,20 @@ mod tests {
         assert_eq!(
             get(&health, "/debug/recordings/shop/other").await.0,
             StatusCode::NOT_FOUND
+        );
+        // Another Pod, through the metrics Service: nothing.
+        let elsewhere = SocketAddr::from(([10, 1, 2, 3], 40_000));
+        for path in [
+            "/debug/recordings/shop/orders",
+            "/debug/recordings/shop/orders/0002-00-a.json",
+            "/debug/runs/u1",
+        ] {
+            let (status, body) = get_from(&health, path, elsewhere).await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "{path}: {body}");
+        }
+        assert_eq!(
+            get_from(&health, "/metrics", elsewhere).await.0,
+            StatusCode::OK
         );
     }
 }

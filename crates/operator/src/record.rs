@@ -7,9 +7,10 @@
 //! randomness is on tape (`windlass_contract::Tape`), so the same component given the same
 //! request and entropy answers the same, byte for byte.
 //!
-//! The store is bounded: the newest [`KEPT`] files per parent. The files hold what the plugin
-//! saw, Secrets it may read included: the directory is the host's, and as private as its
-//! memory.
+//! The store is bounded: the newest [`KEPT`] files per parent, and [`KEPT_BYTES`] in all (the
+//! oldest of any parent going first, so a deleted parent's go in time). The files hold what the
+//! plugin saw, Secrets it may read included: the directory is the host's, and as private as
+//! its memory; the admin server serves them to its own address only.
 
 use std::path::{Path, PathBuf};
 
@@ -23,6 +24,9 @@ pub const RECORD_ANNOTATION: &str = "windlass.dev/record";
 pub const FORMAT: &str = "windlass.dev/recording/v1";
 /// How many recordings are kept per parent (six plugins: the last ten reconciles).
 pub const KEPT: usize = 60;
+/// How many bytes of recordings are kept in all, the oldest going first (the chart's emptyDir
+/// is 256 MiB): many recorded parents, or parents long deleted, cannot fill the disk.
+pub const KEPT_BYTES: u64 = 128 << 20;
 
 /// Which parent a recording is of.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -184,7 +188,19 @@ pub fn write(root: &Path, started: u128, recordings: &[Recording]) -> std::io::R
     let dir = dir_of(root, &first.parent);
     std::fs::create_dir_all(&dir)?;
     for (i, r) in recordings.iter().enumerate() {
-        let path = dir.join(format!("{started:015}-{i:02}-{}.json", r.plugin));
+        // A plugin names itself: only its plain characters go into a file name.
+        let plugin: String = r
+            .plugin
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let path = dir.join(format!("{started:015}-{i:02}-{plugin}.json"));
         let text = serde_json::to_string_pretty(r).map_err(std::io::Error::other)?;
         std::fs::write(path, text + "\n")?;
     }
@@ -196,6 +212,37 @@ pub fn write(root: &Path, started: u128, recordings: &[Recording]) -> std::io::R
     let excess = files.len().saturating_sub(KEPT);
     for old in &files[..excess] {
         std::fs::remove_file(old)?;
+    }
+    keep_within(root, KEPT_BYTES)
+}
+
+/// Removes the oldest recordings under `root`, of any parent, until they take at most
+/// `budget` bytes; and the directories left empty.
+fn keep_within(root: &Path, budget: u64) -> std::io::Result<()> {
+    let mut all: Vec<(String, PathBuf, u64)> = Vec::new();
+    for namespace in std::fs::read_dir(root)?.filter_map(Result::ok) {
+        for parent in std::fs::read_dir(namespace.path())?.filter_map(Result::ok) {
+            for file in std::fs::read_dir(parent.path())?.filter_map(Result::ok) {
+                let size = file.metadata().map_or(0, |m| m.len());
+                let name = file.file_name().to_string_lossy().into_owned();
+                all.push((name, file.path(), size));
+            }
+        }
+    }
+    let mut total: u64 = all.iter().map(|f| f.2).sum();
+    // Names start with the run's time: sorted by name, oldest first.
+    all.sort();
+    for (_, path, size) in &all {
+        if total <= budget {
+            break;
+        }
+        std::fs::remove_file(path)?;
+        total -= size;
+        if let Some(dir) = path.parent()
+            && std::fs::read_dir(dir)?.next().is_none()
+        {
+            std::fs::remove_dir(dir)?;
+        }
     }
     Ok(())
 }
@@ -251,5 +298,41 @@ mod tests {
         names.sort();
         assert_eq!(names.len(), KEPT);
         assert!(names[0].starts_with("000000000001005-00-p"), "{names:?}");
+    }
+
+    #[test]
+    fn the_whole_store_keeps_to_its_budget_oldest_first_whatever_the_parent() {
+        let root = tempfile::tempdir().unwrap();
+        let mut r = Recording::of(
+            parent(),
+            "a/b c",
+            "sha256:1",
+            &Request {
+                phase: Phase::Reconcile,
+                parent: "{}".into(),
+                observed: vec![],
+                desired: vec![],
+                config: "{}".into(),
+                now: "2026-12-05T10:00:00Z".into(),
+            },
+            &Entropy::default(),
+            Err("boom"),
+        );
+        write(root.path(), 1, std::slice::from_ref(&r)).unwrap();
+        let old = dir_of(root.path(), &parent());
+        assert!(old.join("000000000000001-00-a_b_c.json").exists());
+        r.parent.name = "other".into();
+        write(root.path(), 2, std::slice::from_ref(&r)).unwrap();
+        let size = std::fs::metadata(old.join("000000000000001-00-a_b_c.json"))
+            .unwrap()
+            .len();
+        // Room for one: the older parent's file goes, and its directory with it.
+        keep_within(root.path(), size).unwrap();
+        assert!(!old.exists());
+        assert!(
+            dir_of(root.path(), &r.parent)
+                .join("000000000000002-00-a_b_c.json")
+                .exists()
+        );
     }
 }

@@ -298,7 +298,7 @@ impl Pipeline {
             );
             let entered = span.enter();
             let (called, stats, entropy) = if input.record {
-                plugin.call_recorded(&req, contract::Tape::Record)
+                plugin.call_recorded(&run.tenant, &req, contract::Tape::Record)
             } else {
                 let (called, stats) = plugin.call_for(&run.tenant, &req);
                 (called, stats, None)

@@ -448,6 +448,7 @@ impl Reconciler for Plugin {
 
     fn call_recorded(
         &self,
+        tenant: &str,
         req: &Request,
         entropy: windlass_contract::Tape,
     ) -> (
@@ -456,7 +457,7 @@ impl Reconciler for Plugin {
         Option<windlass_contract::Entropy>,
     ) {
         let tape = TapeRng::new(entropy);
-        let (result, stats) = self.call_taped("", req, Some(&tape));
+        let (result, stats) = self.call_taped(tenant, req, Some(&tape));
         (result, stats, Some(tape.entropy()))
     }
 

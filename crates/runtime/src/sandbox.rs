@@ -45,7 +45,7 @@ impl Sandbox {
     pub(crate) fn new(plugin: Arc<str>, memory_limit: usize, tape: Option<&TapeRng>) -> Self {
         let stdout = GuestOutput::new(OUTPUT_CAPACITY);
         let stderr = GuestOutput::new(OUTPUT_CAPACITY);
-        let clock = Arc::new(GuestClock::new());
+        let clock = Arc::new(GuestClock::new(tape.is_some()));
         let mut builder = WasiCtxBuilder::new();
         builder
             .stdout(stdout.clone())
@@ -258,18 +258,23 @@ impl rand::TryRng for TapeRng {
 /// The time a guest sees: the wall clock reads the request's `now` (set before each call; the
 /// Unix epoch before the first, e.g. in `info`), and the monotonic clock counts from one
 /// millisecond when the instance was made, in whole milliseconds (never zero: Go's runtime,
-/// for one, refuses to start on a zero reading). Neither reveals the host's clock.
+/// for one, refuses to start on a zero reading). Neither reveals the host's clock. On a
+/// tape (a recorded or replayed call) the monotonic clock does not run with time: it advances
+/// one millisecond per reading, so a replay reads what the recording read.
 #[derive(Debug)]
 pub(crate) struct GuestClock {
     wall: Mutex<Duration>,
     started: Instant,
+    /// Readings so far, for a clock that ticks per reading.
+    readings: Option<std::sync::atomic::AtomicU64>,
 }
 
 impl GuestClock {
-    fn new() -> Self {
+    fn new(per_reading: bool) -> Self {
         GuestClock {
             wall: Mutex::new(Duration::ZERO),
             started: Instant::now(),
+            readings: per_reading.then(|| std::sync::atomic::AtomicU64::new(0)),
         }
     }
 
@@ -309,7 +314,10 @@ impl HostMonotonicClock for MonotonicClock {
     }
 
     fn now(&self) -> u64 {
-        let ms = self.0.started.elapsed().as_millis().saturating_add(1);
+        let ms = match &self.0.readings {
+            Some(n) => u128::from(n.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) + 1,
+            None => self.0.started.elapsed().as_millis().saturating_add(1),
+        };
         u64::try_from(ms).unwrap_or(u64::MAX / 1_000_000) * 1_000_000
     }
 }

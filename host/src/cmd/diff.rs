@@ -32,8 +32,13 @@ pub struct Args {
     #[arg(long, conflicts_with = "filename")]
     oci: Option<String>,
     /// The new version: an edited WasmPlugin (YAML or JSON); its spec replaces the live one.
+    /// (Without -n, the parents of every namespace are previewed.)
     #[arg(short = 'f', long = "filename")]
     filename: Option<PathBuf>,
+    /// A registry (host:port) spoken to over plain HTTP, for --oci and OCI sources;
+    /// repeatable.
+    #[arg(long = "insecure-registry")]
+    insecure_registries: Vec<String>,
     #[command(flatten)]
     kube: KubeArgs,
     /// Output format: diffs and a summary (`text`) or the preview as `json`.
@@ -97,18 +102,26 @@ async fn candidate(args: &Args, client: &kube::Client) -> Result<(String, WasmPl
 }
 
 pub async fn run(global: &Global, args: Args) -> Result<()> {
-    let (client, default_namespace, _) = args.kube.connect().await?;
+    let (client, _, _) = args.kube.connect().await?;
     let (name, spec) = candidate(&args, &client).await?;
     let engine = Arc::new(global.runtime()?);
+    let mut settings = Settings::default();
+    settings.oci.options.insecure_registries = args.insecure_registries.clone();
     let shared = Shared::new(
         client,
         engine,
         Arc::default(),
         Arc::default(),
-        Settings::default(),
+        settings,
         "windlass-plugin-diff",
     );
-    let namespace = args.kube.scope(default_namespace);
+    // Every parent of the kind unless -n narrows it: a gate that looked at one namespace would
+    // pass a version that breaks the others.
+    let namespace = args
+        .kube
+        .namespace
+        .clone()
+        .filter(|_| !args.kube.all_namespaces);
     let preview = preview::preview(&shared, &name, &spec, namespace.as_deref())
         .await
         .with_context(|| format!("previewing WasmPlugin {name}"))?;
@@ -119,10 +132,17 @@ pub async fn run(global: &Global, args: Args) -> Result<()> {
     };
     super::print(&text)?;
     let c = preview.counts();
-    if c.refused + c.failing > 0 {
+    if c.blocking > 0 {
         bail!(
             "{} of {} parents would be refused or fail under this version",
-            c.refused + c.failing,
+            c.blocking,
+            preview.parents.len()
+        );
+    }
+    if c.unjudged > 0 {
+        bail!(
+            "{} of {} parents could not be judged (see above)",
+            c.unjudged,
             preview.parents.len()
         );
     }
@@ -173,7 +193,13 @@ pub fn render(p: &Preview) -> String {
             } => out.push_str(&format!(
                 "{name}: refused by {rule} (plugin {plugin}): {message}\n"
             )),
+            Verdict::Failing { message } if parent.unjudged => {
+                out.push_str(&format!("{name}: not judged: {message}\n"));
+            }
             Verdict::Failing { message } => out.push_str(&format!("{name}: failing: {message}\n")),
+        }
+        if parent.already_failing {
+            out.push_str("  (the version serving now fails here too: not this version's doing)\n");
         }
         for c in &parent.changes {
             let what = match (&c.live, &c.after) {
@@ -218,12 +244,13 @@ pub fn render(p: &Preview) -> String {
     }
     let c = p.counts();
     out.push_str(&format!(
-        "\n{} parent(s): {} unchanged, {} changed, {} refused by policy, {} failing\n",
+        "\n{} parent(s): {} unchanged, {} changed, {} refused by policy, {} failing; {} broken by this version\n",
         p.parents.len(),
         c.unchanged,
         c.changed,
         c.refused,
-        c.failing
+        c.failing,
+        c.blocking
     ));
     out
 }

@@ -275,15 +275,6 @@ impl KubeArgs {
         let namespace = config.default_namespace.clone();
         Ok((kube::Client::try_from(config)?, namespace, file))
     }
-
-    /// The namespace to work in: none with `-A`.
-    pub fn scope(&self, default: String) -> Option<String> {
-        if self.all_namespaces {
-            None
-        } else {
-            Some(self.namespace.clone().unwrap_or(default))
-        }
-    }
 }
 
 /// A client from a kubeconfig file, or else `$KUBECONFIG`, `~/.kube/config` or the in-cluster

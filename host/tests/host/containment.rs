@@ -327,6 +327,38 @@ async fn a_pod_reading_another_applications_secret_is_refused_and_nothing_is_cre
         ),
         "{metrics}"
     );
+    // The parent's last run, as `windlass trace` shows it, names the call and the rule.
+    let uid = env
+        .things()
+        .get("reader")
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
+    let runs = env.operator.as_ref().unwrap().health.runs.clone();
+    let run = eventually("the refused run recorded", || {
+        let run = runs.get(&uid);
+        async move { run.filter(|r| r.plugins.iter().any(|p| p.rule.is_some())) }
+    })
+    .await;
+    assert_eq!(run.result, "InvalidOutput", "{run:#?}");
+    let call = run
+        .plugins
+        .iter()
+        .find(|p| p.name == "guest-hostile-output")
+        .unwrap();
+    assert_eq!(
+        (call.result.as_str(), call.rule.as_deref()),
+        ("InvalidOutput", Some("ForeignReference"))
+    );
+    assert!(
+        call.message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("names Secret \"victim\""),
+        "{call:#?}"
+    );
     still_serves_other_parents(&env).await;
 }
 

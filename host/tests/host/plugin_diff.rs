@@ -220,6 +220,85 @@ fn previews(kubeconfig: &Path, work: &Path, log: &dyn Fn() -> String) {
     ] {
         assert!(text.contains(want), "no {want:?} in:\n{text}");
     }
+    // A new storage version from a registry, as the host would pull it: every parent changes,
+    // by the label it adds to each of its objects and nothing else.
+    let registry = crate::oci::Registry::start(false);
+    let reference = registry.reference("plugins/storage:v2");
+    let host = reference.split('/').next().unwrap().to_string();
+    let pushed = Command::new(env!("CARGO_BIN_EXE_windlass"))
+        .args([
+            "plugin",
+            "push",
+            guests::STORAGE_V2,
+            &reference,
+            "--plain-http",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        pushed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pushed.stderr)
+    );
+    let out = windlass(
+        kubeconfig,
+        &[
+            "plugin",
+            "diff",
+            "sampledb-storage",
+            "--oci",
+            &reference,
+            "--insecure-registry",
+            &host,
+            "-o",
+            "json",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let preview = json_of(&out);
+    assert_eq!(
+        preview["digest"],
+        crate::oci::digest_of(guests::STORAGE_V2),
+        "{preview:#}"
+    );
+    assert!(
+        verdicts(&preview).iter().all(|(_, v)| v == "changed"),
+        "{preview:#}"
+    );
+    for parent in preview["parents"].as_array().unwrap() {
+        for change in parent["changes"].as_array().unwrap() {
+            let (mut live, mut after) = (change["live"].clone(), change["after"].clone());
+            let label = "samples.windlass.dev/storage-version";
+            assert_eq!(after["metadata"]["labels"][label], "2", "{change:#}");
+            // Apart from the label, and the provenance annotation naming the new digest.
+            for side in [&mut live, &mut after] {
+                let meta = side["metadata"].as_object_mut().unwrap();
+                if let Some(l) = meta.get_mut("labels").and_then(Value::as_object_mut) {
+                    l.remove(label);
+                }
+                if let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+                    a.remove("windlass.dev/produced-by");
+                }
+                if let Some(t) = side
+                    .pointer_mut("/spec/template/metadata/labels")
+                    .and_then(Value::as_object_mut)
+                {
+                    t.remove(label);
+                }
+                if let Some(t) = side
+                    .pointer_mut("/spec/template/metadata/annotations")
+                    .and_then(Value::as_object_mut)
+                {
+                    t.remove("windlass.dev/produced-by");
+                }
+            }
+            assert_eq!(live, after, "more than the label changes: {change:#}");
+        }
+    }
     // A broken new storage version: it traps on parents whose name ends in an even number.
     // db-2 fails, the others do not, and the gate says so with its exit status.
     let broken = edit_wasm_plugin(

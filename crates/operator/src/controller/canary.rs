@@ -102,6 +102,10 @@ pub struct Counts {
     pub changed: usize,
     pub refused: usize,
     pub failing: usize,
+    /// Of the refused and failing, those the candidate itself breaks ([`ParentPreview::blocks`]).
+    pub blocking: usize,
+    /// Of the failing, those not judged (an API read failed).
+    pub unjudged: usize,
 }
 
 /// Counts the verdicts of `parents`.
@@ -114,17 +118,21 @@ pub fn counts(parents: &[ParentPreview]) -> Counts {
             Verdict::Refused { .. } => c.refused += 1,
             Verdict::Failing { .. } => c.failing += 1,
         }
+        c.blocking += usize::from(p.blocks());
+        c.unjudged += usize::from(p.unjudged);
     }
     c
 }
 
 /// The diff gate (`rollout.diffGate`): `stage`, the new version of WasmPlugin `name`, judged
-/// on every live parent of its kind. None when it cannot be judged yet (the rest of the
-/// pipeline is not serving, as for the canary, or the kind is not served: no parent exists).
+/// on every live parent of its kind against the pipeline serving now. None when it cannot be
+/// judged yet (the rest of the pipeline is not serving, as for the canary, or the kind is not
+/// served: no parent exists).
 ///
 /// # Errors
-/// [`LoadError::DiffGate`] when a parent would refuse or fail it; the API's error when the
-/// parents cannot be listed.
+/// [`LoadError::DiffGate`] when a parent would refuse or fail it that the serving version does
+/// not; [`LoadError::DiffGateUnjudged`] (tried again later) when a parent could not be judged;
+/// the API's error when the parents cannot be listed.
 pub(super) async fn gate(
     shared: &Shared,
     name: &str,
@@ -144,34 +152,56 @@ pub(super) async fn gate(
         return Ok(None);
     }
     let pipeline = Arc::new(shared.registry.candidate(name, spec, stage.clone()));
-    let parents = match judge_all(shared, &pipeline, &spec.parent.key(), None).await {
+    let serving = shared.registry.pipeline(&spec.parent.key());
+    let parents = match judge_all(
+        shared,
+        &pipeline,
+        serving.as_ref(),
+        &spec.parent.key(),
+        None,
+    )
+    .await
+    {
         Ok(parents) => parents,
         Err(PreviewError::Kind { .. }) => return Ok(None),
         Err(PreviewError::Api { source, .. }) => return Err(LoadError::Kube(source)),
         Err(PreviewError::Load(e)) => return Err(e),
     };
     let c = counts(&parents);
-    if c.refused + c.failing > 0 {
+    let said = |p: &ParentPreview| match &p.verdict {
+        Verdict::Refused { rule, message, .. } => {
+            format!("{}: refused by {rule}: {message}", p.describe())
+        }
+        Verdict::Failing { message } => format!("{}: {message}", p.describe()),
+        _ => String::new(),
+    };
+    if c.blocking > 0 {
         let first = parents
             .iter()
-            .find_map(|p| {
-                let name = match &p.namespace {
-                    Some(ns) => format!("{ns}/{}", p.name),
-                    None => p.name.clone(),
-                };
-                match &p.verdict {
-                    Verdict::Refused { rule, message, .. } => {
-                        Some(format!("{name}: refused by {rule}: {message}"))
-                    }
-                    Verdict::Failing { message } => Some(format!("{name}: {message}")),
-                    _ => None,
-                }
-            })
+            .find(|p| p.blocks())
+            .map(said)
             .unwrap_or_default();
         return Err(LoadError::DiffGate {
             parents: parents.len(),
-            refused: c.refused,
-            failing: c.failing,
+            refused: parents
+                .iter()
+                .filter(|p| p.blocks() && matches!(p.verdict, Verdict::Refused { .. }))
+                .count(),
+            failing: parents
+                .iter()
+                .filter(|p| p.blocks() && matches!(p.verdict, Verdict::Failing { .. }))
+                .count(),
+            first,
+        });
+    }
+    if c.unjudged > 0 {
+        let first = parents
+            .iter()
+            .find(|p| p.unjudged)
+            .map(said)
+            .unwrap_or_default();
+        return Err(LoadError::DiffGateUnjudged {
+            parents: c.unjudged,
             first,
         });
     }
@@ -300,16 +330,48 @@ pub struct ParentPreview {
     /// The status now and as the run would write it, when it would change.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<(Value, Value)>,
+    /// Refused or failing, but the version serving now is too: not the candidate's doing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub already_failing: bool,
+    /// Not judged: an API read failed (it may pass).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unjudged: bool,
 }
 
+impl ParentPreview {
+    /// Whether the candidate itself would break this parent: refused or failing where the
+    /// serving version is not.
+    pub fn blocks(&self) -> bool {
+        matches!(
+            self.verdict,
+            Verdict::Refused { .. } | Verdict::Failing { .. }
+        ) && !self.already_failing
+            && !self.unjudged
+    }
+
+    /// `namespace/name`, or the name of a cluster-scoped parent.
+    pub fn describe(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{ns}/{}", self.name),
+            None => self.name.clone(),
+        }
+    }
+}
+
+/// How many parents are judged at once.
+const JUDGED_AT_ONCE: usize = 8;
+
 /// Judges the candidate `pipeline` on every live parent of `kind` (those in `namespace`):
-/// what [`judge`] says of each, a parent it cannot judge failing.
+/// what [`judge`] says of each, a parent it cannot judge failing and `unjudged`. Where the
+/// candidate is refused or fails, the `serving` pipeline is run on the same input: if it fails
+/// too, the parent is `already_failing`.
 ///
 /// # Errors
 /// When the kind is not served or its parents cannot be listed.
 pub(super) async fn judge_all(
     shared: &Shared,
     pipeline: &Arc<Pipeline>,
+    serving: Option<&Arc<Pipeline>>,
     kind: &str,
     namespace: Option<&str>,
 ) -> Result<Vec<ParentPreview>, PreviewError> {
@@ -344,34 +406,59 @@ pub(super) async fn judge_all(
         .iter()
         .flat_map(|s| s.plugin.info().child_kinds.iter().cloned())
         .collect();
-    let mut out = Vec::new();
-    for parent in parents
+    use futures::StreamExt as _;
+    type Judging<'a> =
+        std::pin::Pin<Box<dyn std::future::Future<Output = ParentPreview> + Send + 'a>>;
+    let judged: Vec<Judging<'_>> = parents
         .items
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
-    {
-        let (verdict, changes, status) =
-            match judge(shared, pipeline, &resource, parent, &kinds, &child_kinds).await {
-                Ok(done) => done,
-                Err(message) => (Verdict::Failing { message }, Vec::new(), None),
-            };
-        out.push(ParentPreview {
-            namespace: parent.namespace(),
-            name: parent.name_any(),
-            verdict,
-            changes,
-            status,
-        });
-    }
-    Ok(out)
+        .map(|parent| {
+            let (resource, kinds, child_kinds) = (&resource, &kinds, &child_kinds);
+            Box::pin(async move {
+                let judged = judge(
+                    shared,
+                    pipeline,
+                    serving,
+                    resource,
+                    parent,
+                    kinds,
+                    child_kinds,
+                )
+                .await;
+                let (verdict, changes, status, already_failing, unjudged) = match judged {
+                    Ok((verdict, changes, status, already)) => {
+                        (verdict, changes, status, already, false)
+                    }
+                    Err(message) => (Verdict::Failing { message }, Vec::new(), None, false, true),
+                };
+                ParentPreview {
+                    namespace: parent.namespace(),
+                    name: parent.name_any(),
+                    verdict,
+                    changes,
+                    status,
+                    already_failing,
+                    unjudged,
+                }
+            }) as Judging<'_>
+        })
+        .collect();
+    Ok(futures::stream::iter(judged)
+        .buffered(JUDGED_AT_ONCE)
+        .collect()
+        .await)
 }
 
-type OneParent = (Verdict, Vec<Change>, Option<(Value, Value)>);
+/// A parent's verdict, changes, status change, and whether the serving pipeline fails there too.
+type OneParent = (Verdict, Vec<Change>, Option<(Value, Value)>, bool);
 
-/// One parent: observe, run, and judge every object the run would write or prune.
+/// One parent: observe, run, and judge every object the run would write or prune. `Err`: it
+/// could not be judged (an API read failed).
 async fn judge(
     shared: &Shared,
     pipeline: &Arc<Pipeline>,
+    serving: Option<&Arc<Pipeline>>,
     resource: &kube::core::ApiResource,
     parent: &DynamicObject,
     kinds: &BTreeSet<String>,
@@ -382,19 +469,28 @@ async fn judge(
         .await
         .map_err(|e| format!("observing: {e}"))?;
     let parent_json = crate::k8s::typed_json(parent, resource).map_err(|e| e.to_string())?;
-    let outcome = {
-        let pipeline = pipeline.clone();
+    let run_on = |pipeline: Arc<Pipeline>| {
         let (parent_json, observed) = (parent_json.clone(), observed.clone());
-        tokio::task::spawn_blocking(move || {
-            let now = windlass_contract::now_rfc3339();
-            pipeline.run(Input::new(Phase::Reconcile, &parent_json, &observed, &now))
-        })
-        .await
-        .map_err(|e| e.to_string())?
+        async move {
+            tokio::task::spawn_blocking(move || {
+                let now = windlass_contract::now_rfc3339();
+                pipeline.run(Input::new(Phase::Reconcile, &parent_json, &observed, &now))
+            })
+            .await
+            .map_err(|e| e.to_string())
+        }
     };
-    let outcome: Outcome = match outcome {
+    // Refused or failing: does the serving pipeline fail on this parent too?
+    let broken = |verdict: Verdict| async {
+        let already = match serving {
+            Some(serving) => run_on(serving.clone()).await?.is_err(),
+            None => false,
+        };
+        Ok::<OneParent, String>((verdict, Vec::new(), None, already))
+    };
+    let outcome: Outcome = match run_on(pipeline.clone()).await? {
         Ok(outcome) => outcome,
-        Err(e) => return Ok((verdict_of(&e), Vec::new(), None)),
+        Err(e) => return broken(verdict_of(&e)).await,
     };
     let parent_ref = ParentRef {
         api_version: resource.api_version.clone(),
@@ -448,7 +544,7 @@ async fn judge(
                     rule: "ObjectNotOwned".into(),
                     message: format!("{describe}: {why}"),
                 };
-                return Ok((verdict, Vec::new(), None));
+                return broken(verdict).await;
             }
         };
         if existing
@@ -468,12 +564,15 @@ async fn judge(
                 let verdict = Verdict::Failing {
                     message: format!("the API server refuses {describe}: {e}"),
                 };
-                return Ok((verdict, Vec::new(), None));
+                return broken(verdict).await;
             }
         };
-        let live = stored.as_ref().map(|e| comparable(e, &ar.kind));
-        let after = comparable(&after, &ar.kind);
+        let mut live = stored.as_ref().map(|e| comparable(e, &ar.kind));
+        let mut after = comparable(&after, &ar.kind);
         if live.as_ref() != Some(&after) {
+            if ar.kind == "Secret" {
+                mask_secret(live.as_mut(), Some(&mut after));
+            }
             changes.push(Change {
                 object: describe,
                 plugin: Some(desired.plugin.clone()),
@@ -497,10 +596,14 @@ async fn judge(
                     text("/metadata/name")
                 ),
             };
+            let mut live = comparable(pruned, text("/kind"));
+            if text("/kind") == "Secret" {
+                mask_secret(Some(&mut live), None);
+            }
             changes.push(Change {
                 object,
                 plugin: None,
-                live: Some(comparable(pruned, text("/kind"))),
+                live: Some(live),
                 after: None,
             });
         }
@@ -520,7 +623,7 @@ async fn judge(
     } else {
         Verdict::Changed
     };
-    Ok((verdict, changes, status))
+    Ok((verdict, changes, status, false))
 }
 
 /// The verdict of a run that failed.
@@ -534,6 +637,35 @@ fn verdict_of(e: &windlass_policy::pipeline::Error) -> Verdict {
         _ => Verdict::Failing {
             message: e.to_string(),
         },
+    }
+}
+
+/// A Secret's values hidden, as `kubectl diff` hides them: `***` where both sides hold the
+/// same value, `*** (before)` and `*** (after)` where it changes; the keys stay.
+fn mask_secret(mut live: Option<&mut Value>, mut after: Option<&mut Value>) {
+    for field in ["data", "stringData"] {
+        let of = |side: Option<&Value>| side.and_then(|v| v.get(field)).cloned();
+        let (before, now) = (of(live.as_deref()), of(after.as_deref()));
+        hide(live.as_deref_mut(), field, now.as_ref(), "before");
+        hide(after.as_deref_mut(), field, before.as_ref(), "after");
+    }
+}
+
+/// `side`'s values of `field` hidden, each marked as changed when `other` holds another.
+fn hide(side: Option<&mut Value>, field: &str, other: Option<&Value>, changed: &str) {
+    let Some(map) = side
+        .and_then(|v| v.get_mut(field))
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    for (key, value) in map.iter_mut() {
+        let same = other.and_then(|o| o.get(key)) == Some(&*value);
+        *value = Value::String(if same {
+            "***".into()
+        } else {
+            format!("*** ({changed})")
+        });
     }
 }
 
@@ -574,6 +706,67 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn only_what_the_candidate_itself_breaks_blocks_and_an_unjudged_parent_is_counted_apart() {
+        let parent = |verdict: Verdict, already_failing: bool, unjudged: bool| ParentPreview {
+            namespace: Some("shop".into()),
+            name: "p".into(),
+            verdict,
+            changes: Vec::new(),
+            status: None,
+            already_failing,
+            unjudged,
+        };
+        let failing = || Verdict::Failing {
+            message: "trap".into(),
+        };
+        let refused = Verdict::Refused {
+            plugin: "x".into(),
+            rule: "ForeignReference".into(),
+            message: "m".into(),
+        };
+        let all = [
+            parent(Verdict::Unchanged, false, false),
+            parent(Verdict::Changed, false, false),
+            parent(failing(), false, false),
+            parent(refused, false, false),
+            parent(failing(), true, false),
+            parent(failing(), false, true),
+        ];
+        assert_eq!(
+            all.iter().map(ParentPreview::blocks).collect::<Vec<_>>(),
+            [false, false, true, true, false, false]
+        );
+        let c = counts(&all);
+        assert_eq!(
+            (
+                c.unchanged,
+                c.changed,
+                c.refused,
+                c.failing,
+                c.blocking,
+                c.unjudged
+            ),
+            (1, 1, 1, 3, 2, 1)
+        );
+        assert_eq!(all[0].describe(), "shop/p");
+    }
+
+    #[test]
+    fn secret_values_are_hidden_saying_which_changed() {
+        let mut live = json!({"kind": "Secret", "data": {"a": "MQ==", "b": "Mg=="}});
+        let mut after = json!({"kind": "Secret", "data": {"a": "MQ==", "b": "Mw==", "c": "NA=="}});
+        mask_secret(Some(&mut live), Some(&mut after));
+        assert_eq!(live["data"], json!({"a": "***", "b": "*** (before)"}));
+        assert_eq!(
+            after["data"],
+            json!({"a": "***", "b": "*** (after)", "c": "*** (after)"})
+        );
+        let mut pruned = json!({"kind": "Secret", "stringData": {"p": "x"}});
+        mask_secret(Some(&mut pruned), None);
+        assert_eq!(pruned["stringData"]["p"], "*** (before)");
+    }
 
     #[test]
     fn server_set_fields_and_the_stamp_are_not_compared() {

@@ -70,6 +70,14 @@ pub enum LoadError {
         /// The first such parent and why.
         first: String,
     },
+    /// The diff gate could not judge the new version on some parents (an API read failed):
+    /// tried again later.
+    #[error("diff gate: {parents} parents could not be judged yet; {first}")]
+    DiffGateUnjudged {
+        parents: usize,
+        /// The first such parent and why.
+        first: String,
+    },
     /// A new plugin version failed on an existing parent before it was swapped in.
     #[error("canary reconcile of {parent} failed: {source}")]
     Canary {
@@ -114,6 +122,7 @@ impl LoadError {
             self,
             LoadError::Source { .. }
                 | LoadError::Kube(_)
+                | LoadError::DiffGateUnjudged { .. }
                 | LoadError::Discovery(_)
                 | LoadError::KindNotServed { .. }
                 | LoadError::Join(_)
@@ -129,6 +138,7 @@ impl LoadError {
             LoadError::WrongParentKind { .. } => "WrongParentKind",
             LoadError::Canary { source, .. } => source.reason(),
             LoadError::DiffGate { .. } => "DiffGateRefused",
+            LoadError::DiffGateUnjudged { .. } => "DiffGateUnjudged",
             LoadError::Discovery(_) | LoadError::KindNotServed { .. } => reason::KIND_NOT_SERVED,
             LoadError::NotGranted { .. } => "KindNotGranted",
             LoadError::Kube(_) => reason::API_ERROR,

@@ -128,6 +128,15 @@ async fn run(
             plugins: Vec::new(),
         },
     );
+    // The parent may have gone meanwhile, and its record been forgotten before this end: the
+    // check after the insert, as `remembered.rs` does.
+    if ctx
+        .remembered
+        .latest(&obj)
+        .is_none_or(|now| now.metadata.uid != obj.metadata.uid)
+    {
+        ctx.shared.runs.forget(&uid);
+    }
     if result.is_ok() {
         ctx.remembered.succeeded(&uid);
     }

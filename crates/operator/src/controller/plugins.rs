@@ -408,7 +408,9 @@ impl Loader {
         }
         let (stage, cluster_scoped) = build_stage(shared, name, spec, fetched.bytes).await?;
         super::canary::check(shared, name, spec, &stage).await?;
-        let gated = if spec.rollout.diff_gate {
+        // A first load has nothing to keep serving instead: judged, one parent's failure would
+        // leave the kind's pipeline incomplete, and so every parent of it unreconciled.
+        let gated = if spec.rollout.diff_gate && serving.is_some() {
             super::canary::gate(shared, name, spec, &stage).await?
         } else {
             None
@@ -483,7 +485,6 @@ impl Loader {
     }
 }
 
-/// Load options from a WasmPlugin's limits and instance mode.
 /// A WasmPlugin's component as a pipeline stage, checked as for serving (not the canary): it
 /// reconciles the spec's parent kind, every kind it produces or reads is served (the
 /// cluster-scoped ones are returned), its reads are granted, and its config, if it checks
@@ -571,6 +572,7 @@ pub async fn build_stage(
     Ok((stage, cluster_scoped))
 }
 
+/// Load options from a WasmPlugin's limits and instance mode.
 fn load_options(spec: &WasmPluginSpec) -> LoadOptions {
     let defaults = Limits::default();
     LoadOptions {

@@ -84,11 +84,12 @@ pub async fn preview(
         let other = wp.name_any();
         if other == name {
             serving = wp.status.as_ref().and_then(|s| s.digest.clone());
-            continue;
         }
         if wp.spec.parent != spec.parent {
             continue;
         }
+        // Every version as its WasmPlugin names it now, this one's too: the pipeline the
+        // candidate is judged against (a parent it already fails on is not the candidate's).
         let (stage, cluster_scoped) = stage_of(shared, &other, &wp.spec).await?;
         registry.install(&other, wp.spec.clone(), stage, &cluster_scoped);
     }
@@ -96,7 +97,8 @@ pub async fn preview(
     let digest = stage.plugin.digest().to_string();
     let pipeline = std::sync::Arc::new(registry.candidate(name, spec, stage));
     let kind = spec.parent.key();
-    let parents = canary::judge_all(shared, &pipeline, &kind, namespace).await?;
+    let now = registry.pipeline(&kind);
+    let parents = canary::judge_all(shared, &pipeline, now.as_ref(), &kind, namespace).await?;
     Ok(Preview {
         wasm_plugin: name.to_string(),
         kind,
