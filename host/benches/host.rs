@@ -154,6 +154,65 @@ struct Run {
     children: Option<Children>,
     /// What the churn measured, when there was one.
     churn: Option<Churn>,
+    /// What the host counted from its start until converged (Windlass only).
+    tally: Option<Tally>,
+}
+
+/// What the host counted: reconciles, and reconciles started per lane (changed, swapped,
+/// resync), from its `/metrics`.
+#[derive(Debug, Clone, Copy, Default)]
+struct Tally {
+    reconciles: Reconciles,
+    lanes: [u64; 3],
+}
+
+impl Tally {
+    const LANES: [&str; 3] = ["changed", "swapped", "resync"];
+
+    /// The host's counts now, from its admin port.
+    fn read(port: u16) -> Result<Tally> {
+        let text = metrics(port)?;
+        let mut lanes = [0; 3];
+        for (count, lane) in lanes.iter_mut().zip(Self::LANES) {
+            *count = queue_wait_buckets(&text, lane)?
+                .last()
+                .map_or(0, |(_, c)| *c);
+        }
+        Ok(Tally {
+            reconciles: reconciles_in(&text)?,
+            lanes,
+        })
+    }
+
+    /// What was counted since `before`.
+    fn since(self, before: Tally) -> Tally {
+        let mut lanes = self.lanes;
+        for (l, b) in lanes.iter_mut().zip(before.lanes) {
+            *l -= b;
+        }
+        Tally {
+            reconciles: Reconciles {
+                success: self.reconciles.success - before.reconciles.success,
+                all: self.reconciles.all - before.reconciles.all,
+            },
+            lanes,
+        }
+    }
+}
+
+impl std::fmt::Display for Tally {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} reconciles ({} failed; lanes",
+            self.reconciles.all,
+            self.reconciles.all - self.reconciles.success
+        )?;
+        for (lane, count) in Self::LANES.iter().zip(self.lanes) {
+            write!(f, " {lane} {count}")?;
+        }
+        write!(f, ")")
+    }
 }
 
 /// What a churn measured.
@@ -518,7 +577,7 @@ async fn kinds_variant(setup: &Setup, kinds: usize) -> Result<(u64, u64)> {
 }
 
 /// The hot swap's and the restart's figures.
-fn print_swap(n: usize, wasm: &Run, swap: &Progress, restart: &Progress) {
+fn print_swap(n: usize, wasm: &Run, swap: &Swap, restart: &Progress) {
     let secs = |d: Option<Duration>| {
         d.map_or_else(
             || format!("not done in {} s", SWAP_TIMEOUT.as_secs()),
@@ -528,23 +587,27 @@ fn print_swap(n: usize, wasm: &Run, swap: &Progress, restart: &Progress) {
     println!(
         "hot swap, all {n} parents: {}, the first after {}  (WasmPlugin spec.config image -> \
          mirror/sampledb: same component digest, new pipeline, every parent re-reconciled)",
-        secs(swap.all),
-        secs(swap.first)
+        secs(swap.progress.all),
+        secs(swap.progress.first)
     );
+    if let Some(tally) = wasm.tally {
+        println!("  until converged the host counted {tally}");
+    }
+    println!("  during the swap the host counted {}", swap.tally);
     println!(
         "full restart, all {n} parents: {}, the first after {}  (kill, config back, new \
          process: compile the plugin without cache, list, reconcile every parent)",
         secs(restart.all),
         secs(restart.first)
     );
-    match (swap.all, restart.all) {
+    match (swap.progress.all, restart.all) {
         (Some(swap), Some(restart)) => println!(
             "ratio swap/restart             {:>6.2}  (goal <= 0.1)",
             swap.as_secs_f64() / restart.as_secs_f64()
         ),
         _ => println!("ratio swap/restart             n/a  (goal <= 0.1)"),
     }
-    match swap.all {
+    match swap.progress.all {
         Some(all) => println!(
             "ratio swap all/converge        {:>6.2}  (goal <= 1.0)",
             all.as_secs_f64() / wasm.converge.as_secs_f64()
@@ -821,7 +884,11 @@ fn metrics(port: u16) -> Result<String> {
 
 /// The host's reconcile count, read from its `/metrics` on `127.0.0.1:port`.
 fn reconciles(port: u16) -> Result<Reconciles> {
-    let text = metrics(port)?;
+    reconciles_in(&metrics(port)?)
+}
+
+/// The reconcile count in a `/metrics` text.
+fn reconciles_in(text: &str) -> Result<Reconciles> {
     let mut out = Reconciles::default();
     for line in text
         .lines()
@@ -1180,7 +1247,7 @@ fn mib(bytes: u64) -> f64 {
 }
 
 /// (a): converge and memory, then hot swap against a full restart.
-async fn windlass_variant(setup: &Setup) -> Result<(Run, Progress, Progress)> {
+async fn windlass_variant(setup: &Setup) -> Result<(Run, Swap, Progress)> {
     let (cluster, client, kubeconfig) = fresh_cluster(setup, "windlass").await?;
     let wasm_plugins = install_plugin(setup, &client).await?;
     // Callgrind mode reads the host's reconcile count from its admin port, churn its queue wait.
@@ -1216,9 +1283,13 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Progress, Progress)> {
             first: None,
             all: None,
         };
-        return Ok((run, skipped, skipped));
+        let swap = Swap {
+            progress: skipped,
+            tally: Tally::default(),
+        };
+        return Ok((run, swap, skipped));
     }
-    let mut run = converge(setup, &client, &mut process, true).await?;
+    let mut run = converge(setup, &client, &mut process, true, Some(admin)).await?;
     if let Some((rate, secs)) = setup.churn {
         eprintln!("  churn: {rate} spec changes/s for {} s …", secs.as_secs());
         run.churn = Some(churn(setup, &client, &mut process, admin, rate, secs).await?);
@@ -1230,7 +1301,11 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Progress, Progress)> {
             first: None,
             all: None,
         };
-        return Ok((run, skipped, skipped));
+        let swap = Swap {
+            progress: skipped,
+            tally: Tally::default(),
+        };
+        return Ok((run, swap, skipped));
     }
 
     let set_image = |image: &'static str| {
@@ -1245,6 +1320,7 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Progress, Progress)> {
                 .await
         }
     };
+    let before = Tally::read(admin)?;
     let started = Instant::now();
     set_image("mirror/sampledb").await?;
     let swap = images(
@@ -1255,6 +1331,10 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Progress, Progress)> {
         &mut process,
     )
     .await?;
+    let swap = Swap {
+        progress: swap,
+        tally: Tally::read(admin)?.since(before),
+    };
 
     let started = Instant::now();
     process.kill();
@@ -1365,7 +1445,7 @@ async fn engine_variant(setup: &Setup) -> Result<Run> {
     redirect(&mut cmd, &setup.scratch.path().join("engine.log"))?;
     let mut process = Operator::spawn(cmd, "engine.log", setup)?;
     plugin_ready(&wasm_plugins, PLUGIN, &mut process).await?;
-    let run = converge(setup, &client, &mut process, true).await?;
+    let run = converge(setup, &client, &mut process, true, None).await?;
     process.kill();
     cluster.shutdown().await;
     Ok(run)
@@ -1378,7 +1458,7 @@ async fn native_variant(setup: &Setup) -> Result<Run> {
     cmd.arg("--kubeconfig").arg(&kubeconfig);
     redirect(&mut cmd, &setup.scratch.path().join("native.log"))?;
     let mut process = Operator::spawn(cmd, "native.log", setup)?;
-    let run = converge(setup, &client, &mut process, false).await?;
+    let run = converge(setup, &client, &mut process, false, None).await?;
     process.kill();
     cluster.shutdown().await;
     Ok(run)
@@ -1534,18 +1614,21 @@ async fn count_instructions(
         instructions: Some((instructions, counted)),
         children: None,
         churn: None,
+        tally: None,
     })
 }
 
 /// Creates the parents at once and times convergence (then readiness); reads the process's
 /// memory after.
 /// `prunes`: the operator prunes what its plugins stop wanting (the host does, (b) does not), so
-/// its children have settled only once the completed init Jobs are gone.
+/// its children have settled only once the completed init Jobs are gone. `admin`: the host's
+/// admin port, to read what it counted until converged.
 async fn converge(
     setup: &Setup,
     client: &Client,
     process: &mut Operator,
     prunes: bool,
+    admin: Option<u16>,
 ) -> Result<Run> {
     let api = sampledbs(client);
     let started = Instant::now();
@@ -1567,6 +1650,7 @@ async fn converge(
             process.log_tail()
         );
     };
+    let tally = admin.map(Tally::read).transpose()?;
     eprintln!(
         "  created in {:.2} s, converged in {:.2} s",
         created.as_secs_f64(),
@@ -1598,6 +1682,7 @@ async fn converge(
         instructions: None,
         children,
         churn: None,
+        tally,
     })
 }
 
@@ -1636,6 +1721,13 @@ async fn images(
         eprintln!("  not every StatefulSet on {repository} after {SWAP_TIMEOUT:?}");
     }
     Ok(done)
+}
+
+/// The hot swap: how far it got, and what the host did meanwhile.
+#[derive(Debug, Clone, Copy)]
+struct Swap {
+    progress: Progress,
+    tally: Tally,
 }
 
 /// How far a wait got, in time since its start.
