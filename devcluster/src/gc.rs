@@ -2,7 +2,11 @@
 //! cascades (Background), `foregroundDeletion`, `orphan`, and namespace termination.
 //!
 //! # Guarantees
-//! - A dependent whose owners are all gone is deleted (its own dependents follow in turn).
+//! - A dependent whose owners are all gone is deleted (its own dependents follow in turn); one
+//!   with an owner left loses its references to the gone ones. An owner that never existed
+//!   counts as gone.
+//! - Each pass looks only at what changed since the last (the store's ownership graph,
+//!   [`crate::owners`]), and at the objects being deleted.
 //! - An owner deleted with Foreground stays (with `deletionTimestamp`) until its dependents
 //!   are gone; with Orphan, its dependents lose the ownerReference and survive.
 //! - A terminating namespace is emptied, then removed.
@@ -13,7 +17,6 @@
 use crate::api::{Cluster, DeleteOpts};
 use crate::store::Change;
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,7 +28,7 @@ pub async fn run(cluster: Arc<Cluster>) {
             tokio::time::timeout(Duration::from_secs(2), cluster.store.gc_wake.notified()).await;
         if woken.is_ok() {
             // Deletions come in bursts (a namespace, a cascade, a pruning controller): let the
-            // burst land so that one sweep of the whole store covers it.
+            // burst land so that one pass covers it.
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         for _ in 0..50 {
@@ -51,15 +54,6 @@ fn finalizers(obj: &Value) -> Vec<String> {
         .into_iter()
         .flatten()
         .filter_map(|f| f.as_str().map(String::from))
-        .collect()
-}
-
-fn owner_uids(obj: &Value) -> Vec<String> {
-    obj["metadata"]["ownerReferences"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|r| r["uid"].as_str().map(String::from))
         .collect()
 }
 
@@ -99,52 +93,55 @@ pub(crate) fn delete(cluster: &Cluster, key: &str, ns: &str, name: &str) {
     }
 }
 
-/// One pass. Returns whether it changed anything.
+/// One pass over what changed since the last (see [`crate::owners`]): the dependents of
+/// deleted objects and objects written naming an owner that does not exist, collected when
+/// every owner is gone; then the objects being deleted. Returns whether it changed anything.
 pub fn sweep(cluster: &Cluster) -> bool {
-    let all = cluster.store.all_objects();
-    let uids: HashSet<&str> = all.iter().map(|(_, o)| id(o).0).collect();
+    let work = cluster.store.take_gc_work();
     let mut changed = false;
-    // Orphans: objects whose every owner is gone. Reads each object's owner references in
-    // place; most sweeps find none and allocate nothing per object.
-    for (key, obj) in &all {
+    // Orphans: objects whose every owner is gone.
+    let mut candidates = cluster.store.objects_at(work.check);
+    for uid in &work.gone {
+        candidates.extend(cluster.store.dependents(uid));
+    }
+    for (key, obj) in &candidates {
         let meta = &obj["metadata"];
-        let mut owners = meta["ownerReferences"]
+        if meta.get("deletionTimestamp").is_some() {
+            continue;
+        }
+        let (gone, live): (Vec<&str>, Vec<&str>) = meta["ownerReferences"]
             .as_array()
             .into_iter()
             .flatten()
             .filter_map(|r| r["uid"].as_str())
-            .peekable();
-        if owners.peek().is_none() {
+            .partition(|o| !cluster.store.is_live(o));
+        if gone.is_empty() {
             continue;
         }
-        if owners.all(|o| !uids.contains(o)) && meta.get("deletionTimestamp").is_none() {
-            let (_, ns, name) = id(obj);
+        let (_, ns, name) = id(obj);
+        if live.is_empty() {
             delete(cluster, key, ns, name);
-            changed = true;
+        } else {
+            // Some owner is left: the references to the gone ones are dropped, as
+            // kube-controller-manager's collector does.
+            let _ = cluster.store.mutate(key, ns, name, false, |cur| {
+                let Some(cur) = cur else {
+                    return Ok((Change::Keep, ()));
+                };
+                let mut d = (**cur).clone();
+                if let Some(refs) = d["metadata"]["ownerReferences"].as_array_mut() {
+                    refs.retain(|r| !r["uid"].as_str().is_some_and(|u| gone.contains(&u)));
+                }
+                Ok((Change::Put(d), ()))
+            });
         }
+        changed = true;
     }
-    let terminating: Vec<&(String, Arc<Value>)> = all
-        .iter()
-        .filter(|(_, o)| o["metadata"].get("deletionTimestamp").is_some())
-        .collect();
-    if terminating.is_empty() {
-        return changed;
-    }
-    let mut dependents: HashMap<String, Vec<(String, Arc<Value>)>> = HashMap::new();
-    for (key, obj) in &all {
-        for o in owner_uids(obj) {
-            dependents
-                .entry(o)
-                .or_default()
-                .push((key.clone(), obj.clone()));
-        }
-    }
-    for (key, obj) in terminating {
-        let (uid, ns, name) = id(obj);
-        let fins = finalizers(obj);
-        let deps = dependents.get(uid).cloned().unwrap_or_default();
+    for (key, obj) in cluster.store.terminating() {
+        let (uid, ns, name) = id(&obj);
+        let fins = finalizers(&obj);
         if fins.iter().any(|f| f == "orphan") {
-            for (dkey, dep) in &deps {
+            for (dkey, dep) in &cluster.store.dependents(uid) {
                 let (_, dns, dname) = id(dep);
                 let _ = cluster.store.mutate(dkey, dns, dname, false, |cur| {
                     let Some(cur) = cur else {
@@ -162,11 +159,12 @@ pub fn sweep(cluster: &Cluster) -> bool {
                     Ok((Change::Put(d), ()))
                 });
             }
-            drop_finalizer(cluster, key, ns, name, "orphan");
+            drop_finalizer(cluster, &key, ns, name, "orphan");
             changed = true;
         } else if fins.iter().any(|f| f == "foregroundDeletion") {
+            let deps = cluster.store.dependents(uid);
             if deps.is_empty() {
-                drop_finalizer(cluster, key, ns, name, "foregroundDeletion");
+                drop_finalizer(cluster, &key, ns, name, "foregroundDeletion");
                 changed = true;
             } else {
                 for (dkey, dep) in deps
@@ -190,13 +188,13 @@ pub fn sweep(cluster: &Cluster) -> bool {
             }
         }
         if key == "/namespaces" {
-            changed |= terminate_namespace(cluster, &all, name);
+            changed |= terminate_namespace(cluster, name);
         }
         if fins.iter().any(|f| f == crate::api::CRD_CLEANUP)
-            && let Some(rt) = cluster.resource(key)
+            && let Some(rt) = cluster.resource(&key)
             && crate::api::is_crd(&rt)
         {
-            changed |= terminate_crd(cluster, &all, &rt, obj);
+            changed |= terminate_crd(cluster, &rt, &obj);
         }
     }
     changed
@@ -204,19 +202,14 @@ pub fn sweep(cluster: &Cluster) -> bool {
 
 /// Deletes a terminating CRD's objects; once none is left, drops its cleanup finalizer (and
 /// so the CRD, unless someone else's finalizer holds it) and stops serving the kind.
-fn terminate_crd(
-    cluster: &Cluster,
-    all: &[(String, Arc<Value>)],
-    crd_rt: &crate::resources::ResourceType,
-    crd: &Value,
-) -> bool {
+fn terminate_crd(cluster: &Cluster, crd_rt: &crate::resources::ResourceType, crd: &Value) -> bool {
     let Ok(served) = crate::crd::resource_type(crd) else {
         return false;
     };
     let key = served.key();
-    let objects: Vec<&(String, Arc<Value>)> = all.iter().filter(|(k, _)| *k == key).collect();
+    let (objects, _) = cluster.store.list(&key, None);
     let mut did = false;
-    for (_, obj) in &objects {
+    for obj in &objects {
         if obj["metadata"].get("deletionTimestamp").is_none() {
             let (_, ns, name) = id(obj);
             delete(cluster, &key, ns, name);
@@ -234,9 +227,11 @@ fn terminate_crd(
     did
 }
 
-fn terminate_namespace(cluster: &Cluster, all: &[(String, Arc<Value>)], ns: &str) -> bool {
-    let contents: Vec<&(String, Arc<Value>)> = all
-        .iter()
+fn terminate_namespace(cluster: &Cluster, ns: &str) -> bool {
+    let contents: Vec<(String, Arc<Value>)> = cluster
+        .store
+        .in_namespace(ns)
+        .into_iter()
         .filter(|(k, o)| k != "/namespaces" && o["metadata"]["namespace"] == ns)
         .collect();
     let mut did = false;

@@ -8,6 +8,7 @@
 //!   `rv` is older than the kept history (410 Gone).
 
 use crate::error::{ApiError, Result};
+use crate::owners::{Graph, Loc, Work};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -75,6 +76,8 @@ struct Inner {
     objects: HashMap<String, BTreeMap<ObjKey, Arc<Value>>>,
     history: VecDeque<Arc<Event>>,
     compacted: u64,
+    /// Who owns whom, for the garbage collector.
+    graph: Graph,
 }
 
 /// The store.
@@ -83,7 +86,8 @@ pub struct Store {
     inner: Mutex<Inner>,
     events: broadcast::Sender<Arc<Event>>,
     history_cap: usize,
-    /// Woken on every deletion and every write of an object being deleted (for GC).
+    /// Woken on every deletion, every write of an object being deleted and every write naming
+    /// an owner that does not exist (for GC).
     pub gc_wake: Notify,
 }
 
@@ -150,7 +154,60 @@ impl Store {
         })
     }
 
-    /// Every object of every resource, with its key (for garbage collection).
+    /// What the garbage collector has to look at since it last asked (see [`Graph`]).
+    pub fn take_gc_work(&self) -> Work {
+        self.lock().graph.take_work()
+    }
+
+    /// Whether an object with this uid is stored.
+    pub fn is_live(&self, uid: &str) -> bool {
+        self.lock().graph.is_live(uid)
+    }
+
+    /// The stored objects whose ownerReferences name `owner` (which may be gone), with their
+    /// resource keys.
+    pub fn dependents(&self, owner: &str) -> Vec<(String, Arc<Value>)> {
+        let inner = self.lock();
+        let locs = inner.graph.dependents(owner);
+        Self::at(&inner, locs)
+    }
+
+    /// The stored objects being deleted (with a `deletionTimestamp`), with their resource keys.
+    pub fn terminating(&self) -> Vec<(String, Arc<Value>)> {
+        let inner = self.lock();
+        let locs = inner.graph.terminating();
+        Self::at(&inner, locs)
+    }
+
+    /// The objects stored at `locs`, with their resource keys.
+    pub fn objects_at(&self, locs: Vec<Loc>) -> Vec<(String, Arc<Value>)> {
+        Self::at(&self.lock(), locs)
+    }
+
+    fn at(inner: &Inner, locs: Vec<Loc>) -> Vec<(String, Arc<Value>)> {
+        locs.into_iter()
+            .filter_map(|(key, ns, name)| {
+                let obj = inner.objects.get(&key)?.get(&(ns, name))?.clone();
+                Some((key, obj))
+            })
+            .collect()
+    }
+
+    /// Every object in namespace `ns`, of every namespaced resource, with its key.
+    pub fn in_namespace(&self, ns: &str) -> Vec<(String, Arc<Value>)> {
+        let inner = self.lock();
+        inner
+            .objects
+            .iter()
+            .flat_map(|(k, m)| {
+                m.range((ns.to_string(), String::new())..)
+                    .take_while(|((n, _), _)| n == ns)
+                    .map(move |(_, v)| (k.clone(), v.clone()))
+            })
+            .collect()
+    }
+
+    /// Every object of every resource, with its key.
     pub fn all_objects(&self) -> Vec<(String, Arc<Value>)> {
         let inner = self.lock();
         inner
@@ -199,6 +256,8 @@ impl Store {
                 inner.rv = rv;
                 obj["metadata"]["resourceVersion"] = Value::String(rv.to_string());
                 let terminating = obj["metadata"].get("deletionTimestamp").is_some();
+                let loc = (key.to_string(), okey.0.clone(), okey.1.clone());
+                let dangling = inner.graph.put(&loc, current.as_deref(), &obj);
                 let obj = Arc::new(obj);
                 inner
                     .objects
@@ -211,7 +270,7 @@ impl Store {
                     EventType::Added
                 };
                 self.record(&mut inner, key, kind, obj.clone(), current.clone());
-                if terminating {
+                if terminating || dangling {
                     self.gc_wake.notify_one();
                 }
                 Ok((Some(obj), extra))
@@ -228,6 +287,8 @@ impl Store {
                 if let Some(m) = inner.objects.get_mut(key) {
                     m.remove(&okey);
                 }
+                let loc = (key.to_string(), okey.0.clone(), okey.1.clone());
+                inner.graph.delete(&loc, &old);
                 let mut last = (*old).clone();
                 last["metadata"]["resourceVersion"] = Value::String(rv.to_string());
                 let last = Arc::new(last);

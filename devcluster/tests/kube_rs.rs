@@ -604,6 +604,100 @@ async fn orphan_deletion_leaves_dependents_without_the_owner_reference() {
     dc.shutdown().await;
 }
 
+/// An owner reference to ConfigMap `name` with `uid`.
+fn owned_by(
+    name: &str,
+    uid: &str,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+    serde_json::from_value(
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "name": name,
+        "uid": uid}),
+    )
+    .expect("ownerref")
+}
+
+#[tokio::test]
+async fn a_dependent_goes_with_its_last_owner_chains_cascade_and_a_reference_to_no_owner_is_collected()
+ {
+    let dc = start().await;
+    let api: Api<ConfigMap> = Api::default_namespaced(dc.client());
+    let mut uids = std::collections::HashMap::new();
+    for name in ["owner-a", "owner-b", "bystander"] {
+        let made = api
+            .create(&PostParams::default(), &cm(name, json!({})))
+            .await
+            .expect("owner");
+        uids.insert(name, made.metadata.uid.expect("uid"));
+    }
+    // `shared` is owned by both owners, `grandchild` by `shared`; `stray` names an owner that
+    // never existed (a uid no object has).
+    let mut shared = cm("shared", json!({}));
+    shared.metadata.owner_references = Some(vec![
+        owned_by("owner-a", &uids["owner-a"]),
+        owned_by("owner-b", &uids["owner-b"]),
+    ]);
+    let shared = api
+        .create(&PostParams::default(), &shared)
+        .await
+        .expect("shared");
+    let mut grandchild = cm("grandchild", json!({}));
+    grandchild.metadata.owner_references = Some(vec![owned_by(
+        "shared",
+        shared.metadata.uid.as_deref().expect("uid"),
+    )]);
+    api.create(&PostParams::default(), &grandchild)
+        .await
+        .expect("grandchild");
+    let mut stray = cm("stray", json!({}));
+    stray.metadata.owner_references = Some(vec![owned_by(
+        "never-was",
+        "00000000-0000-4000-8000-000000000000",
+    )]);
+    api.create(&PostParams::default(), &stray)
+        .await
+        .expect("stray");
+    eventually("the stray collected", || async {
+        api.get_opt("stray").await.expect("get").is_none()
+    })
+    .await;
+
+    // One owner goes: `shared` stays, owned by the other only.
+    api.delete("owner-a", &DeleteParams::background())
+        .await
+        .expect("delete a");
+    eventually("shared loses the reference to the gone owner", || async {
+        let refs = api
+            .get("shared")
+            .await
+            .expect("shared survives one owner")
+            .metadata
+            .owner_references
+            .unwrap_or_default();
+        refs.len() == 1
+    })
+    .await;
+    let kept = api.get("shared").await.expect("shared");
+    assert_eq!(kept.metadata.uid, shared.metadata.uid);
+    assert_eq!(
+        kept.metadata.owner_references.expect("refs")[0].uid,
+        uids["owner-b"]
+    );
+    assert_eq!(kept.data, shared.data);
+    // The last owner goes: `shared` and then `grandchild` follow; the bystander stays.
+    api.delete("owner-b", &DeleteParams::background())
+        .await
+        .expect("delete b");
+    eventually("the chain collected", || async {
+        api.get_opt("shared").await.expect("get").is_none()
+            && api.get_opt("grandchild").await.expect("get").is_none()
+    })
+    .await;
+    let bystander = api.get("bystander").await.expect("the bystander stays");
+    assert_eq!(bystander.metadata.uid.as_ref(), Some(&uids["bystander"]));
+    assert!(bystander.metadata.deletion_timestamp.is_none());
+    dc.shutdown().await;
+}
+
 /// A reflector on ConfigMaps labelled `suite=reflector`, with one object (`before`) in place
 /// and ready: its store, the number of initial lists it made so far, and its task.
 async fn reflector_on(

@@ -82,14 +82,23 @@ fn rules<'a>(rt: &'a ResourceType, version: &str) -> Rules<'a> {
 }
 
 /// Everything but metadata and status: a change here bumps `generation`.
-fn spec_part(obj: &Value) -> Value {
-    let mut v = obj.clone();
-    if let Some(m) = v.as_object_mut() {
-        for k in ["metadata", "status", "apiVersion", "kind"] {
-            m.remove(k);
+/// What a generation does not count: everything else of an object is its spec.
+const NOT_SPEC: [&str; 4] = ["metadata", "status", "apiVersion", "kind"];
+
+fn spec_entries(m: &serde_json::Map<String, Value>) -> impl Iterator<Item = (&String, &Value)> {
+    m.iter().filter(|(k, _)| !NOT_SPEC.contains(&k.as_str()))
+}
+
+/// Whether two objects agree on everything but metadata, status, apiVersion and kind (what a
+/// generation counts), compared in place: the objects are not copied.
+fn same_spec(a: &Value, b: &Value) -> bool {
+    match (a.as_object(), b.as_object()) {
+        (Some(a), Some(b)) => {
+            spec_entries(a).count() == spec_entries(b).count()
+                && spec_entries(a).all(|(k, v)| b.get(k) == Some(v))
         }
+        _ => a == b,
     }
-    v
 }
 
 fn has_finalizers(obj: &Value) -> bool {

@@ -1,6 +1,6 @@
 //! Create, update, patch and server-side apply.
 
-use super::{Cluster, WriteOpts, has_finalizers, now, random_suffix, rules, spec_part};
+use super::{Cluster, WriteOpts, has_finalizers, now, random_suffix, rules, same_spec};
 use crate::crd;
 use crate::error::{ApiError, Result};
 use crate::patch::apply::{self, Writer};
@@ -259,7 +259,7 @@ impl Cluster {
             if rt.builtin {
                 crate::defaults::apply(rt, &mut new);
             }
-            if spec_part(&new) != spec_part(cur) {
+            if !same_spec(&new, cur) {
                 let g = cur["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
                 new["metadata"]["generation"] = json!(g);
             }
@@ -299,7 +299,7 @@ impl Cluster {
         }
         // Nothing but the time of a manager's entry changed: no write, as kube-apiserver skips
         // a no-op (a server-side apply of what is there, defaulted fields left out).
-        if spec_part(&new) == spec_part(cur)
+        if same_spec(&new, cur)
             && without_times(&new["metadata"]) == without_times(&cur["metadata"])
             && new.get("status") == cur.get("status")
         {

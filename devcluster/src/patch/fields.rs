@@ -236,16 +236,52 @@ fn read(v: &Value, path: &mut Path, set: &mut FieldSet) {
 
 /// The paths whose value differs between two objects (added, removed or changed leaves).
 pub fn changed(old: &Value, new: &Value, rules: Rules<'_>) -> FieldSet {
-    let a = of(old, rules);
-    let b = of(new, rules);
+    // A field's paths and values depend only on its own subtree (a metadata field's on its
+    // own): subtrees equal in both contribute nothing, and are left out before the walk — a
+    // status write to a large object walks its status only.
+    let (old, new) = differing(old, new);
+    let a = of(&old, rules);
+    let b = of(&new, rules);
     a.symmetric_difference(&b)
         .cloned()
         .chain(
             b.iter()
-                .filter(|p| !is_item(p) && lookup(old, p) != lookup(new, p))
+                .filter(|p| !is_item(p) && lookup(&old, p) != lookup(&new, p))
                 .cloned(),
         )
         .collect()
+}
+
+/// The parts of two objects that differ: the top-level fields, and metadata's fields, that
+/// are not equal in both (a field only one has is kept); everything else left out of both.
+fn differing(old: &Value, new: &Value) -> (Value, Value) {
+    let (Value::Object(o), Value::Object(n)) = (old, new) else {
+        return (old.clone(), new.clone());
+    };
+    let mut a = serde_json::Map::new();
+    let mut b = serde_json::Map::new();
+    let keys: BTreeSet<&String> = o.keys().chain(n.keys()).collect();
+    for k in keys {
+        let (ov, nv) = (o.get(k), n.get(k));
+        if ov == nv {
+            continue;
+        }
+        if k == "metadata"
+            && let (Some(ov), Some(nv)) = (ov, nv)
+        {
+            let (om, nm) = differing(ov, nv);
+            a.insert(k.clone(), om);
+            b.insert(k.clone(), nm);
+            continue;
+        }
+        if let Some(ov) = ov {
+            a.insert(k.clone(), ov.clone());
+        }
+        if let Some(nv) = nv {
+            b.insert(k.clone(), nv.clone());
+        }
+    }
+    (Value::Object(a), Value::Object(b))
 }
 
 fn is_item(path: &Path) -> bool {
@@ -283,6 +319,56 @@ mod tests {
         .into_iter()
         .collect();
         assert_eq!(c, want);
+    }
+
+    #[test]
+    fn leaving_out_equal_subtrees_changes_nothing_in_what_changed() {
+        // The field sets of the whole objects, compared as before the pruning.
+        let whole = |old: &Value, new: &Value| -> FieldSet {
+            let (a, b) = (of(old, Rules::Builtin), of(new, Rules::Builtin));
+            a.symmetric_difference(&b)
+                .cloned()
+                .chain(
+                    b.iter()
+                        .filter(|p| !is_item(p) && lookup(old, p) != lookup(new, p))
+                        .cloned(),
+                )
+                .collect()
+        };
+        let base = json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "s", "resourceVersion": "7", "labels": {"a": "1"},
+                "annotations": {"x": "y"}},
+            "spec": {"replicas": 1, "template": {"spec": {"containers": [
+                {"name": "db", "image": "pg:16", "ports": [{"containerPort": 5432}]}]}}},
+            "status": {"replicas": 1, "readyReplicas": 0}});
+        let edits: [fn(&mut Value); 6] = [
+            |o| o["status"]["readyReplicas"] = json!(1),
+            |o| o["metadata"]["labels"]["b"] = json!("2"),
+            |o| o["metadata"]["resourceVersion"] = json!("8"),
+            |o| o["spec"]["template"]["spec"]["containers"][0]["image"] = json!("pg:17"),
+            |o| {
+                o.as_object_mut().expect("an object").remove("status");
+            },
+            |o| {
+                o["metadata"]
+                    .as_object_mut()
+                    .expect("an object")
+                    .remove("annotations");
+                o["spec"]["paused"] = json!(true);
+            },
+        ];
+        for (i, edit) in edits.iter().enumerate() {
+            let mut new = base.clone();
+            edit(&mut new);
+            let want = whole(&base, &new);
+            assert!(!want.is_empty() || i == 2, "edit {i} changes some field");
+            assert_eq!(changed(&base, &new, Rules::Builtin), want, "edit {i}");
+            assert_eq!(
+                changed(&new, &base, Rules::Builtin),
+                whole(&new, &base),
+                "edit {i} reversed"
+            );
+        }
     }
 
     #[test]
