@@ -17,6 +17,7 @@
 use crate::api::{Cluster, DeleteOpts};
 use crate::store::Change;
 use serde_json::Value;
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -77,6 +78,33 @@ fn drop_finalizer(cluster: &Cluster, key: &str, ns: &str, name: &str, finalizer:
     });
 }
 
+/// Drops the object's ownerReferences to the owners `gone` picks out by uid; the field goes
+/// with its last reference. The write cannot fail: it is one replace under the store's lock, of
+/// whatever the object is then (an object deleted meanwhile is left alone).
+fn drop_owner_refs(
+    cluster: &Cluster,
+    key: &str,
+    ns: &str,
+    name: &str,
+    gone: impl Fn(&str) -> bool,
+) {
+    let _ = cluster.store.mutate(key, ns, name, false, |cur| {
+        let Some(cur) = cur else {
+            return Ok((Change::Keep, ()));
+        };
+        let mut d = (**cur).clone();
+        if let Some(refs) = d["metadata"]["ownerReferences"].as_array_mut() {
+            refs.retain(|r| !r["uid"].as_str().is_some_and(&gone));
+            if refs.is_empty()
+                && let Some(m) = d["metadata"].as_object_mut()
+            {
+                m.remove("ownerReferences");
+            }
+        }
+        Ok((Change::Put(d), ()))
+    });
+}
+
 /// Deletes an object with background propagation, as the built-in controllers (this GC, the
 /// simulator) do; an object already gone or a resource no longer served is nothing to do.
 pub(crate) fn delete(cluster: &Cluster, key: &str, ns: &str, name: &str) {
@@ -104,6 +132,9 @@ pub fn sweep(cluster: &Cluster) -> bool {
     for uid in &work.gone {
         candidates.extend(cluster.store.dependents(uid));
     }
+    // A dependent of several gone owners (or written dangling, then orphaned) is looked at once.
+    let mut seen = HashSet::new();
+    candidates.retain(|(key, obj)| seen.insert((key.clone(), id(obj).0.to_string())));
     for (key, obj) in &candidates {
         let meta = &obj["metadata"];
         if meta.get("deletionTimestamp").is_some() {
@@ -124,16 +155,7 @@ pub fn sweep(cluster: &Cluster) -> bool {
         } else {
             // Some owner is left: the references to the gone ones are dropped, as
             // kube-controller-manager's collector does.
-            let _ = cluster.store.mutate(key, ns, name, false, |cur| {
-                let Some(cur) = cur else {
-                    return Ok((Change::Keep, ()));
-                };
-                let mut d = (**cur).clone();
-                if let Some(refs) = d["metadata"]["ownerReferences"].as_array_mut() {
-                    refs.retain(|r| !r["uid"].as_str().is_some_and(|u| gone.contains(&u)));
-                }
-                Ok((Change::Put(d), ()))
-            });
+            drop_owner_refs(cluster, key, ns, name, |u| gone.contains(&u));
         }
         changed = true;
     }
@@ -143,21 +165,7 @@ pub fn sweep(cluster: &Cluster) -> bool {
         if fins.iter().any(|f| f == "orphan") {
             for (dkey, dep) in &cluster.store.dependents(uid) {
                 let (_, dns, dname) = id(dep);
-                let _ = cluster.store.mutate(dkey, dns, dname, false, |cur| {
-                    let Some(cur) = cur else {
-                        return Ok((Change::Keep, ()));
-                    };
-                    let mut d = (**cur).clone();
-                    if let Some(refs) = d["metadata"]["ownerReferences"].as_array_mut() {
-                        refs.retain(|r| r["uid"] != uid);
-                        if refs.is_empty()
-                            && let Some(m) = d["metadata"].as_object_mut()
-                        {
-                            m.remove("ownerReferences");
-                        }
-                    }
-                    Ok((Change::Put(d), ()))
-                });
+                drop_owner_refs(cluster, dkey, dns, dname, |u| u == uid);
             }
             drop_finalizer(cluster, &key, ns, name, "orphan");
             changed = true;
@@ -228,12 +236,7 @@ fn terminate_crd(cluster: &Cluster, crd_rt: &crate::resources::ResourceType, crd
 }
 
 fn terminate_namespace(cluster: &Cluster, ns: &str) -> bool {
-    let contents: Vec<(String, Arc<Value>)> = cluster
-        .store
-        .in_namespace(ns)
-        .into_iter()
-        .filter(|(k, o)| k != "/namespaces" && o["metadata"]["namespace"] == ns)
-        .collect();
+    let contents = cluster.store.in_namespace(ns);
     let mut did = false;
     for (key, obj) in &contents {
         if obj["metadata"].get("deletionTimestamp").is_none() {
