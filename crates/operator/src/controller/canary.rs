@@ -75,7 +75,7 @@ pub(super) async fn check(
         .into_iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
     {
-        let observed = observe(shared, &parent, &kinds).await?;
+        let observed = observe(shared, &resource, &parent, &kinds).await?;
         let parent_json =
             crate::k8s::typed_json(&parent, &resource).map_err(|source| LoadError::Encode {
                 object: parent.name_any(),
@@ -220,16 +220,25 @@ pub(super) async fn gate(
     }))
 }
 
-/// What a reconcile of `parent` would observe, read from the API rather than from the caches
-/// (a kind without a controller yet has none); only what the parent controls, as in a
-/// reconcile.
+/// What a reconcile of `parent`, of parent kind `resource`, would observe of `kinds`: only
+/// what the parent controls, as in a reconcile. Read from the kind's watch caches when its
+/// controller runs and they hold every one of `kinds` (see [`ListedCaches`]), from the API
+/// otherwise (a kind without a controller yet, or a candidate observing a new kind).
+///
+/// [`ListedCaches`]: super::index::ListedCaches
 pub(super) async fn observe(
     shared: &Shared,
+    resource: &kube::core::ApiResource,
     parent: &DynamicObject,
     kinds: &BTreeSet<String>,
 ) -> Result<Vec<Value>, LoadError> {
     let uid = parent.uid().unwrap_or_default();
     let namespace = parent.namespace();
+    let parent_kind = format!("{}/{}", resource.api_version, resource.kind);
+    if let Some(caches) = shared.listed.covering(&parent_kind, kinds) {
+        let observed = super::index::children_of(&caches, &uid, namespace.as_deref());
+        return Ok(super::plan::ours(observed, &uid));
+    }
     let selector = format!("{PARENT_UID_LABEL}={uid}");
     let mut observed = Vec::new();
     for kind in kinds {
@@ -465,7 +474,7 @@ async fn judge(
     child_kinds: &HashSet<String>,
 ) -> Result<OneParent, String> {
     let uid = parent.uid().unwrap_or_default();
-    let observed = observe(shared, parent, kinds)
+    let observed = observe(shared, resource, parent, kinds)
         .await
         .map_err(|e| format!("observing: {e}"))?;
     let parent_json = crate::k8s::typed_json(parent, resource).map_err(|e| e.to_string())?;

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use kube::{api::DynamicObject, discovery::ApiResource, runtime::reflector::Store};
+use kube::discovery::ApiResource;
 
-use super::{index::ChildIndex, queue::Queue, remembered::Remembered, shared::Shared};
+use super::{index::Cache, queue::Queue, remembered::Remembered, shared::Shared};
 use crate::crd::ParentKind;
 
 /// What a parent kind's reconciles share.
@@ -19,7 +19,7 @@ pub struct KindCtx {
     /// Whether parents are namespaced.
     pub namespaced: bool,
     /// Watch caches of observed kinds.
-    pub caches: Vec<Cache>,
+    pub caches: Arc<[Cache]>,
     /// What is remembered per parent (its reference, its failures), until it is deleted.
     pub remembered: Remembered,
     /// Parents waiting for a reconcile (the queue-depth metric).
@@ -32,14 +32,4 @@ impl std::fmt::Debug for KindCtx {
             .field("parent", &self.parent)
             .finish_non_exhaustive()
     }
-}
-
-/// The watch cache of one observed kind.
-pub struct Cache {
-    /// The kind's resource.
-    pub resource: ApiResource,
-    /// The objects.
-    pub store: Store<DynamicObject>,
-    /// Which of them belong to which parent.
-    pub index: Arc<ChildIndex>,
 }

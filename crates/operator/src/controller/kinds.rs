@@ -24,10 +24,10 @@ use kube::{
 use tokio_util::task::AbortOnDropHandle;
 
 use super::{
-    context::{Cache, KindCtx},
+    context::KindCtx,
     error::DiscoveryError,
     gate::{AGE_LIMIT, Gate},
-    index::ChildIndex,
+    index::{Cache, ChildIndex},
     parent,
     plan::PARENT_UID_LABEL,
     queue::Queue,
@@ -127,7 +127,7 @@ async fn start(
         parent,
         resource: resource.clone(),
         namespaced,
-        caches,
+        caches: caches.into(),
         remembered: Remembered::new(
             parents.clone(),
             resource.clone(),
@@ -163,8 +163,13 @@ async fn start(
         );
     }
     let caches: Vec<_> = ctx.caches.iter().map(|c| c.store.clone()).collect();
+    let observed = observed.clone();
     let task = tokio::spawn(async move {
         wait_for_caches(&caches).await;
+        // From now on a canary of the kind's plugins reads children where its reconciles do.
+        ctx.shared
+            .listed
+            .listed(&ctx.parent.key(), observed, &ctx.caches);
         controller
             .run(parent::reconcile, parent::error_policy, ctx)
             .for_each(|result| async move {

@@ -8,11 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use kube::{
-    ResourceExt,
-    api::DynamicObject,
-    runtime::{controller::Action, reflector::ObjectRef},
-};
+use kube::{ResourceExt, api::DynamicObject, runtime::controller::Action};
 use serde_json::Value;
 
 use super::{
@@ -21,7 +17,7 @@ use super::{
     error::ReconcileError,
     finalizer,
     gate::Lane,
-    plan::{self, PARENT_UID_LABEL, ParentRef},
+    plan::{self, ParentRef},
 };
 use crate::runs::{LastRun, PluginRun};
 use windlass_contract::Phase;
@@ -380,36 +376,7 @@ async fn tell(obj: &DynamicObject, ctx: &KindCtx, e: &ReconcileError, phase: Pha
 /// exists (and, for a generated Secret, change it).
 fn observe(obj: &DynamicObject, ctx: &KindCtx) -> Vec<Value> {
     let uid = obj.uid().unwrap_or_default();
-    let namespace = obj.namespace();
-    let mut out = Vec::new();
-    // One object observed under two kinds (an Event under both its groups) is seen once.
-    let mut seen = HashSet::new();
-    for cache in &ctx.caches {
-        for (ns, name) in cache.index.children(&uid) {
-            if namespace.as_ref().is_some_and(|parent_ns| *parent_ns != ns) {
-                continue;
-            }
-            let mut key = ObjectRef::new_with(&name, cache.resource.clone());
-            if !ns.is_empty() {
-                key = key.within(&ns);
-            }
-            // The index and the store are fed by the same events; an object the index knows
-            // but the store no longer has was deleted in between.
-            let Some(child) = cache.store.get(&key) else {
-                continue;
-            };
-            if child.labels().get(PARENT_UID_LABEL) != Some(&uid) {
-                continue;
-            }
-            if let Some(child_uid) = child.uid()
-                && !seen.insert(child_uid)
-            {
-                continue;
-            }
-            out.extend(crate::k8s::observed_json(&child, &cache.resource));
-        }
-    }
-    out
+    super::index::children_of(&ctx.caches, &uid, obj.namespace().as_deref())
 }
 
 /// The text at `pointer` of `v`, or empty.

@@ -7,7 +7,8 @@ use kube::Client;
 use windlass_contract::Engine;
 
 use super::{
-    discovery::Discovery, events::Recorder, limits, registry::Registry, source, traffic::Traffic,
+    discovery::Discovery, events::Recorder, index::ListedCaches, limits, registry::Registry,
+    source, traffic::Traffic,
 };
 use crate::{metrics::Metrics, runs::Runs};
 
@@ -98,6 +99,8 @@ pub struct Shared {
     pub reconciles: limits::Buckets,
     /// Plugin events per parent uid.
     pub events: limits::Buckets,
+    /// The child caches of the running parent kinds, for the canary and the diff gate.
+    pub listed: ListedCaches,
     /// The cluster's Services and NetworkPolicies for the traffic check, watched from its
     /// first use on.
     traffic: tokio::sync::OnceCell<Traffic>,
@@ -140,6 +143,7 @@ impl Shared {
             metrics,
             runs,
             settings,
+            listed: ListedCaches::default(),
             traffic: tokio::sync::OnceCell::new(),
             traffic_failed: std::sync::Mutex::new(None),
         })
