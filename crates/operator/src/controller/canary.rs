@@ -253,7 +253,10 @@ pub(super) async fn observe(
             continue;
         };
         let children = api.list(&ListParams::default().labels(&selector)).await?;
-        observed.extend(children.items.iter().filter_map(|c| observed_json(c, &ar)));
+        observed.extend(children.items.into_iter().filter_map(|mut c| {
+            super::index::without_managed_fields(&mut c);
+            observed_json(&c, &ar)
+        }));
     }
     Ok(super::plan::ours(observed, &uid))
 }

@@ -45,6 +45,14 @@ pub struct Cache {
     pub index: Arc<ChildIndex>,
 }
 
+/// What the caches keep of an object, and what the canary keeps of what it lists: all but
+/// its `managedFields`. Nothing reading them uses them (plugins observe children without them;
+/// `windlass trace` reads drift from the API), and they are often as large as the rest of the
+/// object: for a StatefulSet the host applied, an entry naming every field of its spec.
+pub fn without_managed_fields(object: &mut DynamicObject) {
+    object.metadata.managed_fields = None;
+}
+
 /// The objects in `caches` labelled with parent uid `uid` (in the parent's `namespace`, if it
 /// has one), as plugins observe them.
 pub fn children_of(caches: &[Cache], uid: &str, namespace: Option<&str>) -> Vec<Value> {

@@ -27,7 +27,7 @@ use super::{
     context::KindCtx,
     error::DiscoveryError,
     gate::{AGE_LIMIT, Gate},
-    index::{Cache, ChildIndex},
+    index::{self, Cache, ChildIndex},
     parent,
     plan::PARENT_UID_LABEL,
     queue::Queue,
@@ -139,8 +139,11 @@ async fn start(
         ),
         queue: queue.clone(),
     });
-    let stream =
-        reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+    let stream = reflector::reflector(
+        writer,
+        watcher(api, watcher::Config::default()).modify(index::without_managed_fields),
+    )
+    .default_backoff();
     let (parent_triggers, feeder) = feed_parents(stream, queue.clone(), Arc::downgrade(&ctx));
     feeders.push(AbortOnDropHandle::new(feeder));
     let swapped = queue;
@@ -203,7 +206,8 @@ fn watch_children(
     let store = writer.as_reader();
     let stream = reflector::reflector(
         writer,
-        watcher(api, watcher::Config::default().labels(PARENT_UID_LABEL)),
+        watcher(api, watcher::Config::default().labels(PARENT_UID_LABEL))
+            .modify(index::without_managed_fields),
     )
     .default_backoff();
     let index = Arc::new(ChildIndex::default());
@@ -229,7 +233,7 @@ fn watch_children(
                     continue;
                 }
             }
-            if tx.send(touched).is_err() {
+            if tx.send(trigger_of(&touched)).is_err() {
                 return;
             }
         }
@@ -244,6 +248,32 @@ fn watch_children(
         index,
     };
     (cache, triggers, feeder)
+}
+
+/// What a trigger carries to the controller: the object's reference and its labels, all that
+/// kube-runtime and the mapper to the parent read. Not the whole object: a trigger waits in an
+/// unbounded channel until the controller takes it, and after a relist there is one for every
+/// object of the kind — the whole objects were a second copy of the cache.
+fn trigger_of(object: &DynamicObject) -> DynamicObject {
+    let meta = &object.metadata;
+    DynamicObject {
+        types: object.types.clone(),
+        metadata: kube::api::ObjectMeta {
+            name: meta.name.clone(),
+            namespace: meta.namespace.clone(),
+            uid: meta.uid.clone(),
+            resource_version: meta.resource_version.clone(),
+            labels: meta.labels.as_ref().map(|labels| {
+                labels
+                    .iter()
+                    .filter(|(k, _)| k.as_str() == PARENT_UID_LABEL)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            }),
+            ..Default::default()
+        },
+        data: serde_json::Value::Null,
+    }
 }
 
 /// Drains the parents' watch in a task of its own, like the children's, so that the queue
@@ -263,7 +293,7 @@ fn feed_parents(
         while let Some(event) = stream.next().await {
             let trigger = match event {
                 Ok(event) => match parent_event(event, &queue, &ctx) {
-                    Some(parent) => Ok(parent),
+                    Some(parent) => Ok(trigger_of(&parent)),
                     None => continue,
                 },
                 // Passed on for the controller to report, as its own watch did.
@@ -359,6 +389,45 @@ fn each_change(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trigger_carries_the_reference_and_parent_label_and_the_caches_no_managed_fields() {
+        let mut child: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {
+                "name": "db", "namespace": "shop", "uid": "u-1", "resourceVersion": "7",
+                "labels": {PARENT_UID_LABEL: "p-1", "app": "db"},
+                "annotations": {"a": "b"},
+                "managedFields": [{"manager": "windlass/p-1", "operation": "Apply",
+                                   "fieldsV1": {"f:spec": {"f:replicas": {}}}}],
+            },
+            "spec": {"replicas": 1},
+        }))
+        .unwrap();
+        let trigger = trigger_of(&child);
+        let ar = ApiResource::erase::<k8s_openapi::api::apps::v1::StatefulSet>(&());
+        // What kube-runtime makes of it, and what the mapper reads, are the child's.
+        assert_eq!(
+            kube::runtime::reflector::ObjectRef::from_obj_with(&trigger, ar.clone()),
+            kube::runtime::reflector::ObjectRef::from_obj_with(&child, ar)
+        );
+        assert_eq!(
+            trigger.labels().get(PARENT_UID_LABEL).map(String::as_str),
+            Some("p-1")
+        );
+        assert_eq!(trigger.uid().as_deref(), Some("u-1"));
+        // Nothing else: no second copy of the object.
+        assert_eq!(trigger.labels().len(), 1);
+        assert!(trigger.metadata.annotations.is_none());
+        assert!(trigger.metadata.managed_fields.is_none());
+        assert!(trigger.data.is_null());
+
+        index::without_managed_fields(&mut child);
+        let json = serde_json::to_value(&child).unwrap();
+        assert!(json.pointer("/metadata/managedFields").is_none(), "{json}");
+        assert_eq!(json["spec"]["replicas"], 1);
+        assert_eq!(json["metadata"]["labels"]["app"], "db");
+    }
 
     #[tokio::test]
     async fn dropping_a_controllers_handle_stops_its_task() {
