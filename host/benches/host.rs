@@ -596,6 +596,20 @@ fn print_swap(n: usize, wasm: &Run, swap: &Swap, restart: &Progress) {
         println!("  until converged the host counted {tally}");
     }
     println!("  during the swap the host counted {}", swap.tally);
+    let tenths: Vec<String> = swap
+        .progress
+        .tenths
+        .iter()
+        .map(|t| t.map_or_else(|| "-".to_string(), |t| format!("{:.1}", t.as_secs_f64())))
+        .collect();
+    println!(
+        "  a tenth, two tenths … nine tenths of the StatefulSets on the new image after (s): {}",
+        tenths.join(" ")
+    );
+    // Every fifth sample: when each lane's reconciles were handed their permits.
+    for (at, tally) in swap.timeline.iter().skip(4).step_by(5) {
+        println!("  after {:>5.1} s: {}", at.as_secs_f64(), tally);
+    }
     println!(
         "full restart, all {n} parents: {}, the first after {}  (kill, config back, new \
          process: compile the plugin without cache, list, reconcile every parent)",
@@ -1281,13 +1295,11 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Swap, Progress)> {
         let run = count_instructions(setup, &client, &mut process, "windlass-1.log", admin).await?;
         process.kill();
         cluster.shutdown().await;
-        let skipped = Progress {
-            first: None,
-            all: None,
-        };
+        let skipped = Progress::default();
         let swap = Swap {
             progress: skipped,
             tally: Tally::default(),
+            timeline: Vec::new(),
         };
         return Ok((run, swap, skipped));
     }
@@ -1299,13 +1311,11 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Swap, Progress)> {
     if setup.quick {
         process.kill();
         cluster.shutdown().await;
-        let skipped = Progress {
-            first: None,
-            all: None,
-        };
+        let skipped = Progress::default();
         let swap = Swap {
             progress: skipped,
             tally: Tally::default(),
+            timeline: Vec::new(),
         };
         return Ok((run, swap, skipped));
     }
@@ -1326,6 +1336,7 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Swap, Progress)> {
     let watch = images(&client, "mirror/sampledb").listed().await?;
     let before = Tally::read(admin)?;
     let started = Instant::now();
+    let sampler = Sampler::start(admin, started, before);
     set_image("mirror/sampledb").await?;
     let swap = images_until(
         watch,
@@ -1338,6 +1349,7 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Swap, Progress)> {
     let swap = Swap {
         progress: swap,
         tally: Tally::read(admin)?.since(before),
+        timeline: sampler.stop()?,
     };
 
     let watch = images(&client, "sampledb").listed().await?;
@@ -1733,17 +1745,59 @@ async fn images_until(
 }
 
 /// The hot swap: how far it got, and what the host did meanwhile.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Swap {
     progress: Progress,
     tally: Tally,
+    /// What the host had counted since the swap began, every [`SAMPLE_EVERY`].
+    timeline: Vec<(Duration, Tally)>,
+}
+
+/// How often [`Sampler`] reads the host's counts.
+const SAMPLE_EVERY: Duration = Duration::from_secs(1);
+
+/// Reads the host's counts from its admin port every [`SAMPLE_EVERY`] on a thread of its own,
+/// so that a phase's figures show when each lane's reconciles ran, not only how many.
+struct Sampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Result<Vec<(Duration, Tally)>>>,
+}
+
+impl Sampler {
+    /// Samples counts since `before`, timed from `started`.
+    fn start(port: u16, started: Instant, before: Tally) -> Sampler {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut samples = Vec::new();
+            let mut next = started + SAMPLE_EVERY;
+            while !stopped.load(Ordering::Relaxed) {
+                std::thread::sleep(next.saturating_duration_since(Instant::now()));
+                next += SAMPLE_EVERY;
+                samples.push((started.elapsed(), Tally::read(port)?.since(before)));
+            }
+            Ok(samples)
+        });
+        Sampler { stop, thread }
+    }
+
+    /// The samples taken.
+    fn stop(self) -> Result<Vec<(Duration, Tally)>> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread
+            .join()
+            .map_err(|_| anyhow::anyhow!("the sampler thread panicked"))?
+    }
 }
 
 /// How far a wait got, in time since its start.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct Progress {
     /// When `holds` was first true of one object.
     first: Option<Duration>,
+    /// When it was first true of a tenth, two tenths … nine tenths of the `n` at once.
+    tenths: [Option<Duration>; 9],
     /// When it was true of all `n` at once (None: not within the limit).
     all: Option<Duration>,
 }
@@ -1839,9 +1893,24 @@ where
         limit: Duration,
         process: &mut Operator,
     ) -> Result<Progress> {
-        let mut first = (self.count > 0).then(|| started.elapsed());
+        let mut progress = Progress::default();
+        let mark = |count: usize, progress: &mut Progress| {
+            let now = Some(started.elapsed());
+            if count > 0 {
+                progress.first = progress.first.or(now);
+            }
+            for (tenth, at) in progress.tenths.iter_mut().enumerate() {
+                if count * 10 >= n * (tenth + 1) {
+                    *at = at.or(now);
+                }
+            }
+            if count == n {
+                progress.all = now;
+            }
+        };
+        mark(self.count, &mut progress);
         if self.count == n {
-            return Ok(Progress { first, all: first });
+            return Ok(progress);
         }
         let mut tick = tokio::time::interval(POLL);
         loop {
@@ -1849,17 +1918,15 @@ where
                 event = self.events.next() => {
                     let Some(event) = event else { bail!("the watch ended") };
                     self.take(event?);
-                    if self.count > 0 && first.is_none() {
-                        first = Some(started.elapsed());
-                    }
+                    mark(self.count, &mut progress);
                     if self.count == n {
-                        return Ok(Progress { first, all: Some(started.elapsed()) });
+                        return Ok(progress);
                     }
                 }
                 _ = tick.tick() => {
                     process.check_alive()?;
                     if started.elapsed() > limit {
-                        return Ok(Progress { first, all: None });
+                        return Ok(progress);
                     }
                 }
             }
