@@ -43,7 +43,8 @@ pub(super) async fn check(
     spec: &WasmPluginSpec,
     stage: &Stage,
 ) -> Result<(), LoadError> {
-    let Ok((resource, _)) = shared.discovery.resolve(&spec.parent.key()).await else {
+    let parent_kind = spec.parent.key();
+    let Ok((resource, _)) = shared.discovery.resolve(&parent_kind).await else {
         return Ok(()); // no parents can exist yet
     };
     // Without the rest of the pipeline the run is not the one the parents will see (a missing
@@ -51,7 +52,7 @@ pub(super) async fn check(
     // Parents wait until every plugin serves, and a failing plugin prunes nothing.
     let others_waiting: Vec<String> = shared
         .registry
-        .not_serving(&spec.parent.key())
+        .not_serving(&parent_kind)
         .into_iter()
         .map(|(w, _)| w)
         .filter(|w| w != name)
@@ -75,7 +76,7 @@ pub(super) async fn check(
         .into_iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
     {
-        let observed = observe(shared, &resource, &parent, &kinds).await?;
+        let observed = observe(shared, &parent_kind, &parent, &kinds).await?;
         let parent_json =
             crate::k8s::typed_json(&parent, &resource).map_err(|source| LoadError::Encode {
                 object: parent.name_any(),
@@ -220,22 +221,22 @@ pub(super) async fn gate(
     }))
 }
 
-/// What a reconcile of `parent`, of parent kind `resource`, would observe of `kinds`: only
-/// what the parent controls, as in a reconcile. Read from the kind's watch caches when its
+/// What a reconcile of `parent`, of the parent kind `parent_kind` (its key, as
+/// `ParentKind::key` spells it and the kind's caches are registered under), would observe of
+/// `kinds`: only what the parent controls, as in a reconcile. Read from the kind's watch caches when its
 /// controller runs and they hold every one of `kinds` (see [`ListedCaches`]), from the API
 /// otherwise (a kind without a controller yet, or a candidate observing a new kind).
 ///
 /// [`ListedCaches`]: super::index::ListedCaches
 pub(super) async fn observe(
     shared: &Shared,
-    resource: &kube::core::ApiResource,
+    parent_kind: &str,
     parent: &DynamicObject,
     kinds: &BTreeSet<String>,
 ) -> Result<Vec<Value>, LoadError> {
     let uid = parent.uid().unwrap_or_default();
     let namespace = parent.namespace();
-    let parent_kind = format!("{}/{}", resource.api_version, resource.kind);
-    if let Some(caches) = shared.listed.covering(&parent_kind, kinds) {
+    if let Some(caches) = shared.listed.covering(parent_kind, kinds) {
         let observed = super::index::children_of(&caches, &uid, namespace.as_deref());
         return Ok(super::plan::ours(observed, &uid));
     }
@@ -426,13 +427,17 @@ pub(super) async fn judge_all(
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .map(|parent| {
-            let (resource, kinds, child_kinds) = (&resource, &kinds, &child_kinds);
+            let (kinds, child_kinds) = (&kinds, &child_kinds);
+            let parent_kind = ParentKindOf {
+                key: kind,
+                resource: &resource,
+            };
             Box::pin(async move {
                 let judged = judge(
                     shared,
                     pipeline,
                     serving,
-                    resource,
+                    parent_kind,
                     parent,
                     kinds,
                     child_kinds,
@@ -465,19 +470,27 @@ pub(super) async fn judge_all(
 /// A parent's verdict, changes, status change, and whether the serving pipeline fails there too.
 type OneParent = (Verdict, Vec<Change>, Option<(Value, Value)>, bool);
 
+/// The parent kind a judge runs on: its key (as given, the one its caches are registered
+/// under) and the resource discovery resolved it to.
+#[derive(Clone, Copy)]
+struct ParentKindOf<'a> {
+    key: &'a str,
+    resource: &'a kube::core::ApiResource,
+}
+
 /// One parent: observe, run, and judge every object the run would write or prune. `Err`: it
 /// could not be judged (an API read failed).
 async fn judge(
     shared: &Shared,
     pipeline: &Arc<Pipeline>,
     serving: Option<&Arc<Pipeline>>,
-    resource: &kube::core::ApiResource,
+    parent_kind: ParentKindOf<'_>,
     parent: &DynamicObject,
     kinds: &BTreeSet<String>,
     child_kinds: &HashSet<String>,
 ) -> Result<OneParent, String> {
-    let uid = parent.uid().unwrap_or_default();
-    let observed = observe(shared, resource, parent, kinds)
+    let (uid, resource) = (parent.uid().unwrap_or_default(), parent_kind.resource);
+    let observed = observe(shared, parent_kind.key, parent, kinds)
         .await
         .map_err(|e| format!("observing: {e}"))?;
     let parent_json = crate::k8s::typed_json(parent, resource).map_err(|e| e.to_string())?;
