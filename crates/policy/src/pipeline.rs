@@ -840,9 +840,16 @@ mod tests {
                 info("broken", PARENT, &["v1/ConfigMap"]),
                 |_| Err(failed("broken", "no disk")),
             ));
+            // tracing caches a callsite's interest process-wide when the callsite is first
+            // reached, asking the subscriber of the thread that reaches it: a test on another
+            // thread, with none, cached "never" for `plugin_call` and this test saw no span (one
+            // run of this crate's tests in eight). With a global subscriber that takes every span
+            // no thread is without one; the interest is asked again once this test's is current.
+            let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry());
             let fields = CallFields::default();
             let subscriber = tracing_subscriber::registry().with(fields.clone());
             let result = tracing::subscriber::with_default(subscriber, || {
+                tracing::callsite::rebuild_interest_cache();
                 run(&pipeline(vec![first, second]), Phase::Reconcile)
             });
             assert!(result.is_err());

@@ -118,7 +118,15 @@ pub fn capture_log<R>(f: impl FnOnce() -> R) -> (R, String) {
         .with_writer(move || writer.clone())
         .with_ansi(false)
         .finish();
-    let result = tracing::subscriber::with_default(subscriber, f);
+    // tracing caches a callsite's interest process-wide when the callsite is first reached,
+    // asking the subscriber of the thread that reaches it: a test on another thread, with none,
+    // could cache "never" for what `f` logs. With a global subscriber that takes everything no
+    // thread is without one; the interest is asked again once this subscriber is current.
+    let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry());
+    let result = tracing::subscriber::with_default(subscriber, || {
+        tracing::callsite::rebuild_interest_cache();
+        f()
+    });
     let log = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
     (result, log)
 }
