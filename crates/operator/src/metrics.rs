@@ -562,6 +562,17 @@ impl Metrics {
             .observe(seconds);
     }
 
+    /// Counts one reconcile stopped halfway because its controller stopped (the host stopping
+    /// past its drain, the lease lost): `result="cancelled"`, neither a success nor an error.
+    pub fn record_cancelled(&self, kind: &str) {
+        self.reconciles
+            .get_or_create(&ControllerResult {
+                controller: kind.to_string(),
+                result: "cancelled".to_string(),
+            })
+            .inc();
+    }
+
     /// Whether a version of a WasmPlugin serves, or `None` once the WasmPlugin is gone.
     pub fn set_plugin_serving(&self, plugin: &str, serving: Option<bool>) {
         let label = PluginLabel {

@@ -116,24 +116,7 @@ async fn lead(
         }
         shared.metrics.leader.set(1);
         health.leading.store(true, Ordering::Relaxed);
-        let lost = {
-            let mut leading = leading.clone();
-            let mut shutdown = shutdown.clone();
-            async move {
-                match &mut leading {
-                    Some(leading) => {
-                        tokio::select! {
-                            _ = leading.wait_for(|l| !*l) => {},
-                            _ = shutdown.wait_for(|s| *s) => {},
-                        }
-                    }
-                    None => {
-                        let _ = shutdown.wait_for(|s| *s).await;
-                    }
-                }
-            }
-        };
-        run_controllers(shared.clone(), lost).await;
+        run_controllers(shared.clone(), leading.clone(), shutdown.clone()).await;
         health.leading.store(false, Ordering::Relaxed);
         shared.metrics.leader.set(0);
         // A standby serves nothing and queues nothing: what the leader it was reported goes,
@@ -147,14 +130,44 @@ async fn lead(
     }
 }
 
-/// Runs the plugin loader and the per-kind controllers until `shutdown` resolves.
+/// Runs the plugin loader and the per-kind controllers until the lease is lost (`leading`
+/// turns false; never without an election) or the host is asked to stop. Stopping, it lets
+/// the reconciles running then finish, up to `Settings::drain`, and starts no new one; not
+/// when the lease is lost, before or meanwhile: another instance may lead already.
 async fn run_controllers(
     shared: Arc<Shared>,
-    shutdown: impl std::future::Future<Output = ()> + Send,
+    mut leading: Option<watch::Receiver<bool>>,
+    mut shutdown: watch::Receiver<bool>,
 ) {
     let plugins = tokio::spawn(plugins::run(shared.clone()));
     let kinds = tokio::spawn(kinds::run(shared.clone()));
-    shutdown.await;
+    let lost = async {
+        match &mut leading {
+            Some(leading) => {
+                let _ = leading.wait_for(|l| !*l).await;
+            }
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(lost);
+    let stopping = tokio::select! {
+        () = &mut lost => false,
+        _ = shutdown.wait_for(|s| *s) => true,
+    };
+    if stopping {
+        tokio::select! {
+            cut = shared.running.drain(shared.settings.drain) => if cut > 0 {
+                tracing::warn!(
+                    reconciles = cut,
+                    drain = ?shared.settings.drain,
+                    "stopping: the reconciles still running after the drain are stopped halfway"
+                );
+            },
+            () = &mut lost => tracing::warn!(
+                "lost the lease while stopping: the reconciles still running are stopped halfway"
+            ),
+        }
+    }
     plugins.abort();
     kinds.abort();
     let _ = plugins.await;

@@ -64,6 +64,11 @@ pub struct Args {
     /// it stuck (the FinalizeStuck condition, a Warning event, the finalize_stuck metric).
     #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
     finalize_stuck_seconds: u64,
+    /// Seconds the host, told to stop (SIGTERM), lets the reconciles already running finish,
+    /// starting no new one, before it stops them halfway. With the Lease freed after it, keep
+    /// it well inside the Pod's terminationGracePeriodSeconds (30 by default).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=600))]
+    drain_seconds: u64,
     /// Record every plugin call of each parent annotated `windlass.dev/record: "true"` here, for
     /// `windlass render --replay FILE` (the newest 60 per parent). The files hold what plugins
     /// saw, Secrets they read included: keep the directory as private as the host.
@@ -115,6 +120,7 @@ impl Args {
                 },
                 oci_poll: Duration::from_secs(self.oci_poll_seconds.max(1)),
                 finalize_stuck_after: Duration::from_secs(self.finalize_stuck_seconds),
+                drain: Duration::from_secs(self.drain_seconds),
                 record_dir: self.record_dir.clone(),
                 host_account: self
                     .service_account

@@ -790,6 +790,127 @@ async fn a_standby_takes_over_when_the_leader_stops() {
     let _ = stop_b.send(true);
 }
 
+/// A host reconciling Things one at a time, each reconcile kept busy `millis` by the plugin,
+/// letting the running reconciles finish for `drain` when it stops: its stop switch (send
+/// `true`), its handle and its task.
+async fn busy_host(
+    env: &Env,
+    millis: u64,
+    drain: Duration,
+) -> (
+    watch::Sender<bool>,
+    windlass::operator::Handle,
+    tokio::task::JoinHandle<()>,
+) {
+    env.put_plugin_bytes("busy", guests::bytes(guests::MISBEHAVE))
+        .await;
+    env.put_wasm_plugin(
+        "busy",
+        ("example.com/v1", "Thing"),
+        "busy",
+        json!({"config": {"do": "busy", "millis": millis}, "limits": {"timeoutMs": 20_000}}),
+    )
+    .await;
+    let mut config = operator_config("test", None);
+    config.settings.concurrency = 1;
+    config.settings.drain = drain;
+    let (stop, stopped) = watch::channel(false);
+    let (handle, task) = windlass::operator::start(env.client.clone(), config, engine(), stopped)
+        .await
+        .expect("the host starts");
+    // Serving (its smoke call is as busy): a Thing's reconcile runs the plugin.
+    eventually("the busy plugin serving", || async {
+        handle
+            .health
+            .metrics
+            .encode()
+            .contains(r#"windlass_plugin_serving{plugin="busy"} 1"#)
+            .then_some(())
+    })
+    .await;
+    (stop, handle, task)
+}
+
+/// Creates the Thing `name` and waits until its reconcile runs (the only one: one at a time).
+async fn reconcile_running(env: &Env, metrics: &windlass::metrics::Metrics, name: &str) {
+    env.create_thing(name, json!({})).await;
+    eventually(&format!("{name}'s reconcile running"), || async {
+        metrics
+            .encode()
+            .contains(r#"controller_runtime_active_workers{controller="example.com/v1/Thing"} 1"#)
+            .then_some(())
+    })
+    .await;
+}
+
+/// `windlass run` told to stop (SIGTERM on a rolling update) while a reconcile runs: that
+/// reconcile finishes — its status written, counted as what it returned — and the parent
+/// waiting for its turn does not start; the host stops as soon as the running one ended, not
+/// after the whole drain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_host_lets_the_running_reconcile_finish_and_starts_no_other() {
+    let env = Env::start().await;
+    let (stop, host, task) = busy_host(&env, 1500, Duration::from_secs(20)).await;
+    reconcile_running(&env, &host.health.metrics, "running").await;
+    env.create_thing("waiting", json!({})).await;
+    let stopped = std::time::Instant::now();
+    stop.send(true).unwrap();
+    task.await.unwrap();
+    let took = stopped.elapsed();
+    let status = |name: &'static str| {
+        let things = env.things();
+        async move { serde_json::to_value(things.get(name).await.unwrap()).unwrap()["status"].clone() }
+    };
+    assert_eq!(
+        status("running").await["busyMillis"],
+        1500,
+        "the running reconcile wrote its status before the host stopped"
+    );
+    assert_eq!(
+        status("waiting").await,
+        Value::Null,
+        "a reconcile started while the host stopped"
+    );
+    let metrics = host.health.metrics.encode();
+    let reconciles = |result: &str| {
+        format!(
+            r#"controller_runtime_reconcile_total{{controller="example.com/v1/Thing",result="{result}"}} 1"#
+        )
+    };
+    assert!(metrics.contains(&reconciles("requeue_after")), "{metrics}");
+    assert!(!metrics.contains("cancelled"), "{metrics}");
+    assert!(
+        took < Duration::from_secs(10),
+        "the host stopped {took:?} after it was told: it waited out the drain"
+    );
+    println!("stopped {took:?} after it was told");
+}
+
+/// A reconcile still running when the drain is over is stopped halfway: it writes nothing more,
+/// and it is counted as `cancelled` (its span says so too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconcile_outlasting_the_drain_is_cancelled_and_says_so() {
+    let env = Env::start().await;
+    let (stop, host, task) = busy_host(&env, 3000, Duration::from_millis(300)).await;
+    reconcile_running(&env, &host.health.metrics, "slow").await;
+    let stopped = std::time::Instant::now();
+    stop.send(true).unwrap();
+    task.await.unwrap();
+    let took = stopped.elapsed();
+    let metrics = host.health.metrics.encode();
+    assert!(
+        metrics.contains(
+            r#"controller_runtime_reconcile_total{controller="example.com/v1/Thing",result="cancelled"} 1"#
+        ),
+        "{metrics}"
+    );
+    // Past the point the plugin's status would have been written, had the reconcile gone on.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let thing = serde_json::to_value(env.things().get("slow").await.unwrap()).unwrap();
+    assert_eq!(thing["status"]["busyMillis"], Value::Null, "{thing}");
+    println!("stopped {took:?} after it was told");
+}
+
 /// A holder whose clock runs a minute behind this one (equally: a standby whose clock runs a
 /// minute ahead): each `renewTime` it writes looks long expired here. While it goes on renewing,
 /// a standby does not take the Lease; once it stops, the standby takes over.

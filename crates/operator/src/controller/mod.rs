@@ -29,7 +29,8 @@
 //! - `plan.rs`, `status.rs`: the pure decisions the writes make.
 //! - `registry.rs`: the pipelines, one immutable snapshot per parent kind; `index.rs`: which
 //!   cached children carry which parent's uid label; `queue.rs`: how many parents wait for a
-//!   reconcile; `remembered.rs`: what is kept per parent; `limits.rs`: per-parent rate limits;
+//!   reconcile; `drain.rs`: the reconciles running, let finish when the host stops;
+//!   `remembered.rs`: what is kept per parent; `limits.rs`: per-parent rate limits;
 //!   `discovery.rs`: the kinds the API server serves; `events.rs`: the events the host
 //!   publishes, counted into series only when they say the same; `source/`: a plugin's bytes,
 //!   one module per kind of source (ConfigMap, OCI, file) with the same verbs.
@@ -38,6 +39,7 @@ pub mod apply;
 mod canary;
 mod context;
 mod discovery;
+pub(crate) mod drain;
 mod error;
 mod events;
 mod finalizer;

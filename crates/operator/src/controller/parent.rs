@@ -48,10 +48,70 @@ pub async fn reconcile(
     let Some(obj) = ctx.remembered.latest(&obj) else {
         return Ok(Action::await_change());
     };
+    // A host that is stopping starts no new reconcile; it waits for those past this point.
+    let Some(running) = ctx.shared.running.enter() else {
+        return Ok(Action::await_change());
+    };
     // Boxed: the many reconciles waiting above each hold only this much.
-    let result = Box::pin(run(obj, ctx, lane == Lane::Changed)).await;
+    let result = Box::pin(run(obj, ctx.clone(), lane == Lane::Changed)).await;
+    drop(running);
     drop(permit);
     result
+}
+
+/// The end of one reconcile, told to its span and its parent's last run. Dropped before it was
+/// told — the reconcile's future dropped halfway because its controller stopped (the host
+/// stopping past its drain, the lease lost, the kind's observed kinds changed) — it tells the
+/// span `cancelled` and counts it (`controller_runtime_reconcile_total{result="cancelled"}`);
+/// the last runs of a stopped controller are forgotten anyway.
+struct Ending<'a> {
+    span: tracing::Span,
+    ctx: &'a KindCtx,
+    uid: &'a str,
+    obj: &'a DynamicObject,
+    started: Instant,
+    started_at: String,
+    ended: bool,
+}
+
+impl Ending<'_> {
+    /// Records `result` on the span and as the parent's last run; returns the seconds it took.
+    fn end(&mut self, result: &str, message: Option<String>) -> f64 {
+        self.ended = true;
+        self.span.record("result", result);
+        let took = self.started.elapsed().as_secs_f64();
+        self.ctx.shared.runs.end(
+            self.uid,
+            LastRun {
+                kind: self.ctx.parent.key(),
+                namespace: self.obj.namespace().unwrap_or_default(),
+                name: self.obj.name_any(),
+                started: std::mem::take(&mut self.started_at),
+                duration_ms: took * 1e3,
+                result: result.to_string(),
+                message,
+                plugins: Vec::new(),
+            },
+        );
+        took
+    }
+}
+
+impl Drop for Ending<'_> {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.span.record("result", "cancelled");
+            self.ctx
+                .shared
+                .metrics
+                .record_cancelled(&self.ctx.parent.key());
+            tracing::info!(
+                parent = %self.obj.name_any(),
+                namespace = self.obj.namespace().unwrap_or_default(),
+                "reconcile stopped halfway: its controller stopped"
+            );
+        }
+    }
 }
 
 /// One reconcile, given leave to run; `changed`: the parent is new or its spec changed since
@@ -91,7 +151,16 @@ async fn run(
             span.add_link(remote.span().span_context().clone());
         }
     }
-    let result = tracing::Instrument::instrument(reconcile_inner(&obj, &ctx), span.clone()).await;
+    let mut ending = Ending {
+        span: span.clone(),
+        ctx: &ctx,
+        uid: &uid,
+        obj: &obj,
+        started,
+        started_at,
+        ended: false,
+    };
+    let result = tracing::Instrument::instrument(reconcile_inner(&obj, &ctx), span).await;
     // Whether it asked to run again after a delay, or why it failed: for the span, the metrics
     // and the parent's last run.
     let outcome = result
@@ -103,27 +172,15 @@ async fn run(
         Ok(true) => "requeue_after",
         Err(reason) => reason,
     };
-    span.record("result", named);
     if let Err(e) = &result {
-        span.record("otel.status_code", "ERROR");
-        span.record("otel.status_description", tracing::field::display(e));
+        ending.span.record("otel.status_code", "ERROR");
+        ending
+            .span
+            .record("otel.status_description", tracing::field::display(e));
     }
     work.done();
-    let took = started.elapsed().as_secs_f64();
+    let took = ending.end(named, result.as_ref().err().map(ToString::to_string));
     ctx.shared.metrics.record_reconcile(&kind, outcome, took);
-    ctx.shared.runs.end(
-        &uid,
-        LastRun {
-            kind,
-            namespace: obj.namespace().unwrap_or_default(),
-            name: obj.name_any(),
-            started: started_at,
-            duration_ms: took * 1e3,
-            result: named.to_string(),
-            message: result.as_ref().err().map(ToString::to_string),
-            plugins: Vec::new(),
-        },
-    );
     // The parent may have gone meanwhile, and its record been forgotten before this end: the
     // check after the insert, as `remembered.rs` does.
     if ctx

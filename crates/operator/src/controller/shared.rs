@@ -1,5 +1,5 @@
 //! What every part of the controller shares: the client, the engine, the pipelines, metrics,
-//! events, discovery, the settings and the per-parent rate limits.
+//! events, discovery, the settings, the per-parent rate limits and the reconciles running.
 
 use std::{sync::Arc, time::Duration};
 
@@ -7,8 +7,8 @@ use kube::Client;
 use windlass_contract::Engine;
 
 use super::{
-    discovery::Discovery, events::Recorder, index::ListedCaches, limits, registry::Registry,
-    source, traffic::Traffic,
+    discovery::Discovery, drain::Drain, events::Recorder, index::ListedCaches, limits,
+    registry::Registry, source, traffic::Traffic,
 };
 use crate::{metrics::Metrics, runs::Runs};
 
@@ -52,6 +52,10 @@ pub struct Settings {
     /// Where the calls of parents annotated `windlass.dev/record: "true"` are recorded for
     /// replay (`crate::record`). Default: nowhere; the annotation does nothing.
     pub record_dir: Option<std::path::PathBuf>,
+    /// How long a host asked to stop waits for the reconciles already running to finish
+    /// (starting no new one) before it stops them halfway. Default 10 s: with the lease freed
+    /// after it, within the 30 s a Pod gets between SIGTERM and SIGKILL.
+    pub drain: Duration,
 }
 
 impl Default for Settings {
@@ -69,6 +73,7 @@ impl Default for Settings {
             reconcile_burst: 10,
             finalize_stuck_after: Duration::from_secs(600),
             record_dir: None,
+            drain: Duration::from_secs(10),
             reconcile_every: Duration::from_millis(500),
             event_burst: 25,
             event_every: Duration::from_secs(300),
@@ -101,6 +106,8 @@ pub struct Shared {
     pub events: limits::Buckets,
     /// The child caches of the running parent kinds, for the canary and the diff gate.
     pub listed: ListedCaches,
+    /// The reconciles running, let finish when the host stops.
+    pub running: Drain,
     /// The cluster's Services and NetworkPolicies for the traffic check, watched from its
     /// first use on.
     traffic: tokio::sync::OnceCell<Traffic>,
@@ -144,6 +151,7 @@ impl Shared {
             runs,
             settings,
             listed: ListedCaches::default(),
+            running: Drain::default(),
             traffic: tokio::sync::OnceCell::new(),
             traffic_failed: std::sync::Mutex::new(None),
         })
