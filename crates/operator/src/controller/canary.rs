@@ -223,9 +223,9 @@ pub(super) async fn gate(
 
 /// What a reconcile of `parent`, of the parent kind `parent_kind` (its key, as
 /// `ParentKind::key` spells it and the kind's caches are registered under), would observe of
-/// `kinds`: only what the parent controls, as in a reconcile. Read from the kind's watch caches when its
-/// controller runs and they hold every one of `kinds` (see [`ListedCaches`]), from the API
-/// otherwise (a kind without a controller yet, or a candidate observing a new kind).
+/// `kinds`: only what the parent controls, as in a reconcile. Read from the kind's watch caches
+/// when its controller runs and they hold every one of `kinds` (see [`ListedCaches`]), from the
+/// API otherwise (a kind without a controller yet, or a candidate observing a new kind).
 ///
 /// [`ListedCaches`]: super::index::ListedCaches
 pub(super) async fn observe(
@@ -422,16 +422,16 @@ pub(super) async fn judge_all(
     use futures::StreamExt as _;
     type Judging<'a> =
         std::pin::Pin<Box<dyn std::future::Future<Output = ParentPreview> + Send + 'a>>;
+    let parent_kind = ParentKindOf {
+        key: kind,
+        resource: &resource,
+    };
     let judged: Vec<Judging<'_>> = parents
         .items
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .map(|parent| {
             let (kinds, child_kinds) = (&kinds, &child_kinds);
-            let parent_kind = ParentKindOf {
-                key: kind,
-                resource: &resource,
-            };
             Box::pin(async move {
                 let judged = judge(
                     shared,
