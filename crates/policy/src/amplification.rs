@@ -15,6 +15,7 @@
 //! An autoscaler's `maxReplicas` counts beside its target's `replicas` (an over-count: the
 //! bound errs on the side of the cluster). Pods that are shutting down are not counted.
 
+use crate::At as _;
 use serde_json::Value;
 
 use crate::group_kind;
@@ -36,7 +37,7 @@ pub fn pods_at_once(kind: &str, object: &Value, max: u32) -> Result<u64, Over> {
     let max = u64::from(max);
     let count = |pointer: &str, default: u64| -> Result<u64, Over> {
         let field = pointer.trim_start_matches('/').replace('/', ".");
-        let n = match object.pointer(pointer) {
+        let n = match object.at(pointer) {
             None | Some(Value::Null) => default,
             Some(v) => v.as_u64().ok_or_else(|| {
                 (
@@ -65,12 +66,12 @@ pub fn pods_at_once(kind: &str, object: &Value, max: u32) -> Result<u64, Over> {
         ("batch", "CronJob") => {
             let per_job = job(&count, "/spec/jobTemplate/spec")?;
             let policy = object
-                .pointer("/spec/concurrencyPolicy")
+                .at("/spec/concurrencyPolicy")
                 .and_then(Value::as_str)
                 .unwrap_or("Allow");
             let jobs = if policy == "Allow" {
                 let Some(deadline) = object
-                    .pointer("/spec/jobTemplate/spec/activeDeadlineSeconds")
+                    .at("/spec/jobTemplate/spec/activeDeadlineSeconds")
                     .and_then(Value::as_u64)
                 else {
                     return Err((

@@ -20,6 +20,7 @@
 //! to someone else — is decided at apply time (`controller::plan::claim`).
 
 pub mod amplification;
+mod at;
 mod object;
 pub mod pipeline;
 pub mod pod_security;
@@ -30,6 +31,7 @@ use std::collections::{BTreeSet, HashSet};
 
 use serde_json::Value;
 
+pub use at::At;
 pub use object::{KindKey, ObjectKey, group_kind, kind_of, stored_as};
 pub use pod_security::{HostAccount, Level, PodGrants};
 pub use references::Family;
@@ -146,7 +148,7 @@ pub struct ContentGrant {
 }
 
 fn service_type(object: &Value, wanted: &str) -> bool {
-    object.pointer("/spec/type").and_then(Value::as_str) == Some(wanted)
+    object.at("/spec/type").and_then(Value::as_str) == Some(wanted)
 }
 
 /// Every privileged content the policy knows, in the order it looks (`PrivilegedContent`); a
@@ -167,7 +169,7 @@ pub const CONTENT_GRANTS: &[ContentGrant] = &[
         kind: "v1/Service",
         field: "spec.externalIPs",
         present: |o| {
-            o.pointer("/spec/externalIPs")
+            o.at("/spec/externalIPs")
                 .and_then(Value::as_array)
                 .is_some_and(|ips| !ips.is_empty())
         },
@@ -199,7 +201,7 @@ pub const CONTENT_GRANTS: &[ContentGrant] = &[
         kind: "v1/PersistentVolumeClaim",
         field: "spec.volumeName",
         present: |o| {
-            o.pointer("/spec/volumeName")
+            o.at("/spec/volumeName")
                 .and_then(Value::as_str)
                 .is_some_and(|v| !v.is_empty())
         },
@@ -391,7 +393,7 @@ pub const NESTING_ANNOTATION: &str = "windlass.dev/nesting";
 /// The nesting of a parent: its [`NESTING_ANNOTATION`], 0 when absent (a user made it).
 pub fn nesting_of(parent: &Value) -> u32 {
     parent
-        .pointer("/metadata/annotations")
+        .at("/metadata/annotations")
         .and_then(|a| a.get(NESTING_ANNOTATION))
         .and_then(Value::as_str)
         .and_then(|n| n.parse().ok())
@@ -580,7 +582,7 @@ impl Policy {
             // The same object as an earlier plugin produced it, if this plugin edited one.
             let earlier = who.inherited.iter().find(|e| {
                 kind_of(e) == c.kind
-                    && e.pointer("/metadata/name").and_then(Value::as_str) == Some(&c.name)
+                    && e.at("/metadata/name").and_then(Value::as_str) == Some(&c.name)
             });
             if let Err(r) = references::check(&c.kind, &c.object, families, earlier, volume_name) {
                 let rule = if r.volume_name {

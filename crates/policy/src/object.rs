@@ -1,5 +1,6 @@
 //! Object identity, the one way every layer names an object: by kind key, namespace and name.
 
+use crate::At as _;
 use serde_json::Value;
 
 /// Which object: its kind key (`group/version/Kind`), namespace (none for a cluster-scoped
@@ -17,12 +18,7 @@ pub struct ObjectKey {
 impl ObjectKey {
     /// The key of an object as JSON.
     pub fn of(object: &Value) -> Self {
-        let field = |p: &str| {
-            object
-                .pointer(p)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-        };
+        let field = |p: &str| object.at(p).and_then(Value::as_str).unwrap_or_default();
         ObjectKey::new(
             kind_of(object),
             Some(field("/metadata/namespace")),
@@ -33,12 +29,7 @@ impl ObjectKey {
     /// Whether `object` (as JSON) is the object this key names, compared in place: the host
     /// looks each desired object up among the observed ones on every reconcile.
     pub fn is(&self, object: &Value) -> bool {
-        let field = |p: &str| {
-            object
-                .pointer(p)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-        };
+        let field = |p: &str| object.at(p).and_then(Value::as_str).unwrap_or_default();
         if field("/metadata/name") != self.name
             || self.namespace.as_deref().unwrap_or_default() != field("/metadata/namespace")
         {

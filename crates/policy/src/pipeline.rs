@@ -17,6 +17,7 @@
 //! - A plugin in `Reuse` mode never shares an instance across namespaces (the tenant of a call
 //!   is the parent's namespace, or the parent itself when it is cluster-scoped).
 
+use crate::At as _;
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use serde_json::{Map, Value};
@@ -438,11 +439,11 @@ struct Run {
 impl Run {
     fn start(input: &Input<'_>) -> Result<Self, Error> {
         let parent = input.parent;
-        let Some(name) = parent.pointer("/metadata/name").and_then(Value::as_str) else {
+        let Some(name) = parent.at("/metadata/name").and_then(Value::as_str) else {
             return Err(Error::Parent("metadata.name is missing".into()));
         };
         let namespace = parent
-            .pointer("/metadata/namespace")
+            .at("/metadata/namespace")
             .and_then(Value::as_str)
             .map(str::to_string);
         let tenant = match &namespace {

@@ -16,6 +16,7 @@
 //! them as confidential, and neither does RBAC's view role. A data source in another namespace
 //! (`dataSourceRef.namespace`) is always refused.
 
+use crate::At as _;
 use std::collections::HashSet;
 
 use serde_json::Value;
@@ -51,12 +52,12 @@ impl Family {
     /// Adds one object of kind `kind` (`group/version/Kind`) to the family.
     pub fn add(&mut self, kind: &str, object: &Value) {
         let (group, kind_name) = group_kind(kind);
-        let Some(name) = object.pointer("/metadata/name").and_then(Value::as_str) else {
+        let Some(name) = object.at("/metadata/name").and_then(Value::as_str) else {
             return;
         };
         if group == "apps" && kind_name == "StatefulSet" {
-            for (_, template) in items(object.pointer("/spec/volumeClaimTemplates")) {
-                if let Some(t) = template.pointer("/metadata/name").and_then(Value::as_str) {
+            for (_, template) in items(object.at("/spec/volumeClaimTemplates")) {
+                if let Some(t) = template.at("/metadata/name").and_then(Value::as_str) {
                     self.claim_prefixes.push(format!("{t}-{name}-"));
                 }
             }
@@ -184,13 +185,13 @@ fn collect(kind: &str, object: &Value) -> Vec<Ref> {
     match (group, kind_name) {
         ("", "PersistentVolumeClaim") => claim_refs(object.get("spec"), "spec", &mut refs),
         ("apps", "StatefulSet") => {
-            for (i, template) in items(object.pointer("/spec/volumeClaimTemplates")) {
+            for (i, template) in items(object.at("/spec/volumeClaimTemplates")) {
                 let path = format!("spec.volumeClaimTemplates[{i}].spec");
                 claim_refs(template.get("spec"), &path, &mut refs);
             }
         }
         ("snapshot.storage.k8s.io", "VolumeSnapshot") => {
-            let source = object.pointer("/spec/source");
+            let source = object.at("/spec/source");
             if let Some(pvc) = source.and_then(|s| s.get("persistentVolumeClaimName")) {
                 refs.push(Ref::named(
                     "spec.source.persistentVolumeClaimName",
@@ -210,7 +211,7 @@ fn collect(kind: &str, object: &Value) -> Vec<Ref> {
         }
         ("autoscaling", "HorizontalPodAutoscaler") => {
             // An autoscaler drives the replicas of whatever it names.
-            if let Some(target) = object.pointer("/spec/scaleTargetRef") {
+            if let Some(target) = object.at("/spec/scaleTargetRef") {
                 let api_version = target.get("apiVersion").and_then(Value::as_str);
                 let group = api_version
                     .and_then(|v| v.rsplit_once('/'))

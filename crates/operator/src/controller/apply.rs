@@ -3,6 +3,7 @@
 //! of a kind in a scope. The decisions they act on are pure and live in `plan.rs`.
 
 use std::{sync::Arc, time::Instant};
+use windlass_policy::At as _;
 
 use kube::{
     Api, Resource, ResourceExt,
@@ -183,7 +184,7 @@ async fn check_derived(
     let seen = |kind: &str, name: &str| {
         observed.iter().any(|o| {
             windlass_policy::kind_of(o) == kind
-                && o.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
+                && o.at("/metadata/name").and_then(Value::as_str) == Some(name)
         })
     };
     let wanted: Vec<(&Desired, plan::Derived)> = writes
@@ -330,7 +331,7 @@ async fn check_traffic(
         .into_iter()
         // A Service that selects the parent's pods by its uid chose them: no hijack.
         .filter(|s| {
-            s.pointer("/spec/selector")
+            s.at("/spec/selector")
                 .and_then(|sel| sel.get(PARENT_UID_LABEL))
                 .and_then(Value::as_str)
                 != Some(parent.uid.as_str())
@@ -437,7 +438,7 @@ pub(super) async fn delete_children(
         let params = DeleteParams {
             preconditions: Some(Preconditions {
                 uid: object
-                    .pointer("/metadata/uid")
+                    .at("/metadata/uid")
                     .and_then(Value::as_str)
                     .map(str::to_string),
                 resource_version: None,

@@ -14,6 +14,7 @@ use std::{
     collections::{BTreeSet, HashSet},
     sync::Arc,
 };
+use windlass_policy::At as _;
 
 use kube::{
     Api, ResourceExt,
@@ -608,7 +609,7 @@ async fn judge(
     }
     if !outcome.incomplete() {
         for pruned in plan::prune_plan(&observed, &outcome.desired, &uid, child_kinds) {
-            let text = |p: &str| pruned.pointer(p).and_then(Value::as_str).unwrap_or("");
+            let text = |p: &str| pruned.at(p).and_then(Value::as_str).unwrap_or("");
             let object = match text("/metadata/namespace") {
                 "" => format!(
                     "{} {}",

@@ -17,6 +17,7 @@ use kube::{
     api::{DynamicObject, Patch, PatchParams},
 };
 use serde_json::{Value, json};
+use windlass_policy::At as _;
 
 use super::{
     apply::{api_for, delete_children, parent_api, publish_warning, write_status},
@@ -147,7 +148,7 @@ pub(super) async fn release_keeping_data(
         let key = windlass_policy::ObjectKey::of(child);
         kept.push(key.to_string());
         let refs: Vec<Value> = child
-            .pointer("/metadata/ownerReferences")
+            .at("/metadata/ownerReferences")
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
@@ -161,7 +162,7 @@ pub(super) async fn release_keeping_data(
         }
         let patch = json!({"metadata": {
             "ownerReferences": remaining,
-            "resourceVersion": child.pointer("/metadata/resourceVersion"),
+            "resourceVersion": child.at("/metadata/resourceVersion"),
         }});
         let api = api_for(ctx, &key.kind, key.namespace.as_deref()).await?;
         api.patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -258,14 +259,14 @@ pub(super) async fn report_stuck(
     };
     let parent = &parent;
     let was_stuck = parent
-        .pointer("/status/conditions")
+        .at("/status/conditions")
         .and_then(Value::as_array)
         .is_some_and(|c| {
             c.iter()
                 .any(|c| c["type"] == STUCK && c["status"] == "True")
         });
     let generation = parent
-        .pointer("/metadata/generation")
+        .at("/metadata/generation")
         .and_then(Value::as_i64)
         .unwrap_or(0);
     let conditions = std::collections::BTreeMap::from([(

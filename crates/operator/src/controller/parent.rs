@@ -7,6 +7,7 @@ use std::{
     sync::Arc,
     time::{Duration, Instant},
 };
+use windlass_policy::At as _;
 
 use kube::{ResourceExt, api::DynamicObject, runtime::controller::Action};
 use serde_json::Value;
@@ -438,7 +439,7 @@ fn observe(obj: &DynamicObject, ctx: &KindCtx) -> Vec<Value> {
 
 /// The text at `pointer` of `v`, or empty.
 fn text_at(v: &Value, pointer: &str) -> String {
-    v.pointer(pointer)
+    v.at(pointer)
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string()
@@ -460,7 +461,7 @@ async fn run_pipeline(
     // Recorded for replay: asked for by the parent, where the host has somewhere to keep it.
     let record = ctx.shared.settings.record_dir.clone().filter(|_| {
         parent
-            .pointer("/metadata/annotations")
+            .at("/metadata/annotations")
             .and_then(|a| a.get(crate::record::RECORD_ANNOTATION))
             .and_then(Value::as_str)
             == Some("true")

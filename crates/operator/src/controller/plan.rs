@@ -2,6 +2,7 @@
 //! it may delete. Pure decisions, tested here; the I/O lives in `apply.rs`.
 
 use std::collections::HashSet;
+use windlass_policy::At as _;
 
 use serde_json::{Value, json};
 
@@ -46,7 +47,7 @@ pub fn holds_data(object: &Value) -> bool {
     let kind = kind_of(object);
     kind == "apps/v1/StatefulSet"
         && object
-            .pointer("/spec/volumeClaimTemplates")
+            .at("/spec/volumeClaimTemplates")
             .and_then(Value::as_array)
             .is_some_and(|t| !t.is_empty())
 }
@@ -148,7 +149,7 @@ pub fn claim(
         return Claim::New(if outliving { Ownership::Unowned } else { own });
     };
     let labelled = existing
-        .pointer("/metadata/labels")
+        .at("/metadata/labels")
         .and_then(|l| l.get(PARENT_UID_LABEL))
         .and_then(Value::as_str)
         == Some(parent_uid);
@@ -214,7 +215,7 @@ fn labels_only(object: &Value) -> Result<(), String> {
 /// template-made object (labelled through its template) does not.
 fn applied_by_host(object: &Value) -> bool {
     object
-        .pointer("/metadata/annotations")
+        .at("/metadata/annotations")
         .and_then(|a| a.get(PRODUCED_BY_ANNOTATION))
         .is_some()
 }
@@ -226,7 +227,7 @@ fn controller_uid(object: &Value) -> Option<&str> {
 
 fn controller_ref(object: &Value) -> Option<&Value> {
     object
-        .pointer("/metadata/ownerReferences")
+        .at("/metadata/ownerReferences")
         .and_then(Value::as_array)?
         .iter()
         .find(|r| r["controller"].as_bool() == Some(true))
@@ -246,7 +247,7 @@ fn controller_name(object: &Value) -> String {
 }
 
 fn uid_of(object: &Value) -> Option<&str> {
-    object.pointer("/metadata/uid").and_then(Value::as_str)
+    object.at("/metadata/uid").and_then(Value::as_str)
 }
 
 /// The parent, as children refer to it.
@@ -314,20 +315,20 @@ pub fn derived(desired: &Desired) -> Vec<Derived> {
     }
     let set = &desired.object.name;
     let replicas = object
-        .pointer("/spec/replicas")
+        .at("/spec/replicas")
         .and_then(Value::as_u64)
         .unwrap_or(1);
     let start = object
-        .pointer("/spec/ordinals/start")
+        .at("/spec/ordinals/start")
         .and_then(Value::as_u64)
         .unwrap_or(0);
     let templates: Vec<(usize, &str)> = object
-        .pointer("/spec/volumeClaimTemplates")
+        .at("/spec/volumeClaimTemplates")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .enumerate()
-        .filter_map(|(i, t)| Some((i, t.pointer("/metadata/name")?.as_str()?)))
+        .filter_map(|(i, t)| Some((i, t.at("/metadata/name")?.as_str()?)))
         .collect();
     let mut out = Vec::new();
     for n in start..start.saturating_add(replicas) {
@@ -382,14 +383,14 @@ pub fn pod_identity<'a>(kind: &str, object: &'a Value) -> Option<PodIdentity<'a>
         ),
         _ => return None,
     };
-    let labels = object.pointer(&format!("{meta}/labels"))?.as_object()?;
+    let labels = object.at(&format!("{meta}/labels"))?.as_object()?;
     let subdomain = object
-        .pointer(&format!("{spec}/subdomain"))
+        .at(&format!("{spec}/subdomain"))
         .and_then(Value::as_str)
         .map(|s| (s, subdomain_field))
         .or_else(|| {
             (kind == "apps/v1/StatefulSet")
-                .then(|| object.pointer("/spec/serviceName")?.as_str())
+                .then(|| object.at("/spec/serviceName")?.as_str())
                 .flatten()
                 .map(|s| (s, "spec.serviceName"))
         })
@@ -407,14 +408,11 @@ pub fn pod_with_labels_of(object: &Value, existing: &Value) -> Option<Value> {
         return None;
     }
     let mut labels = existing
-        .pointer("/metadata/labels")
+        .at("/metadata/labels")
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
-    if let Some(new) = object
-        .pointer("/metadata/labels")
-        .and_then(Value::as_object)
-    {
+    if let Some(new) = object.at("/metadata/labels").and_then(Value::as_object) {
         labels.extend(new.clone());
     }
     let mut merged = object.clone();
@@ -427,13 +425,13 @@ pub fn pod_with_labels_of(object: &Value, existing: &Value) -> Option<Value> {
 /// controller would give them its DNS name), or they take DNS names under it. None when they
 /// would not.
 pub fn joins(identity: &PodIdentity<'_>, service: &Value) -> Option<String> {
-    let name = service.pointer("/metadata/name").and_then(Value::as_str)?;
+    let name = service.at("/metadata/name").and_then(Value::as_str)?;
     let namespace = service
-        .pointer("/metadata/namespace")
+        .at("/metadata/namespace")
         .and_then(Value::as_str)
         .unwrap_or_default();
     let (labels, field) = identity.labels;
-    if let Some(selector) = service.pointer("/spec/selector").and_then(Value::as_object)
+    if let Some(selector) = service.at("/spec/selector").and_then(Value::as_object)
         && !selector.is_empty()
         && selector.iter().all(|(k, v)| labels.get(k) == Some(v))
     {
@@ -493,27 +491,27 @@ pub fn selects(selector: &Value, labels: &serde_json::Map<String, Value>) -> boo
 /// traffic rules would let them reach, or be reached by, the pods it protects). The reason, or
 /// `None`.
 pub fn joins_policy(identity: &PodIdentity<'_>, policy: &Value) -> Option<String> {
-    let name = policy.pointer("/metadata/name").and_then(Value::as_str)?;
+    let name = policy.at("/metadata/name").and_then(Value::as_str)?;
     let namespace = policy
-        .pointer("/metadata/namespace")
+        .at("/metadata/namespace")
         .and_then(Value::as_str)
         .unwrap_or_default();
     let (labels, field) = identity.labels;
     // A selector naming the parent's uid chose these pods: no one's access is taken.
     let chosen = |s: &Value| {
-        s.pointer("/matchLabels")
+        s.at("/matchLabels")
             .and_then(|m| m.get(PARENT_UID_LABEL))
             .is_some_and(|uid| labels.get(PARENT_UID_LABEL) == Some(uid))
     };
     let selects = |s: &Value| selects(s, labels) && !chosen(s);
-    if policy.pointer("/spec/podSelector").is_some_and(selects) {
+    if policy.at("/spec/podSelector").is_some_and(selects) {
         return Some(format!(
             "{field}: match the podSelector of NetworkPolicy {namespace}/{name}, which is not this parent's: its rules would apply to these pods"
         ));
     }
     for (rules, peers) in [("ingress", "from"), ("egress", "to")] {
         let peers = policy
-            .pointer(&format!("/spec/{rules}"))
+            .at(&format!("/spec/{rules}"))
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
@@ -556,12 +554,12 @@ pub fn cron_job_name(cron: &str, job: &str) -> bool {
 /// the parent's).
 pub fn cron_job_is_ours(job: &Value, cron: &str, parent_uid: &str) -> bool {
     let labelled = job
-        .pointer("/metadata/labels")
+        .at("/metadata/labels")
         .and_then(|l| l.get(PARENT_UID_LABEL))
         .and_then(Value::as_str)
         == Some(parent_uid);
     let by_cron = job
-        .pointer("/metadata/ownerReferences")
+        .at("/metadata/ownerReferences")
         .and_then(Value::as_array)
         .is_some_and(|refs| {
             refs.iter()
@@ -574,7 +572,7 @@ pub fn cron_job_is_ours(job: &Value, cron: &str, parent_uid: &str) -> bool {
 pub fn heir(existing: &Value, parent: &ParentRef) -> Heir {
     let meta = |key: &str, name: &str| {
         existing
-            .pointer(&format!("/metadata/{key}"))
+            .at(&format!("/metadata/{key}"))
             .and_then(|m| m.get(name))
             .and_then(Value::as_str)
     };
@@ -670,7 +668,7 @@ pub fn decorate(desired: &Desired, parent: &ParentRef, ownership: Ownership) -> 
     }
     narrow_selector(&mut object, &desired.object.kind, &parent.uid);
     if let Some(claims) = object
-        .pointer_mut("/spec/volumeClaimTemplates")
+        .at_mut("/spec/volumeClaimTemplates")
         .and_then(Value::as_array_mut)
     {
         for claim in claims {
@@ -696,33 +694,33 @@ pub fn keep_immutable(object: &mut Value, existing: &Value) {
         "apps/v1/Deployment" | "apps/v1/StatefulSet" | "apps/v1/DaemonSet" | "apps/v1/ReplicaSet"
     ) || kind == "batch/v1/Job";
     if immutable_selector
-        && let Some(old) = existing.pointer("/spec/selector")
+        && let Some(old) = existing.at("/spec/selector")
         && old
-            .pointer("/matchLabels")
+            .at("/matchLabels")
             .and_then(|l| l.get(PARENT_UID_LABEL))
             .is_none()
-        && let Some(selector) = object.pointer_mut("/spec/selector")
+        && let Some(selector) = object.at_mut("/spec/selector")
     {
         *selector = old.clone();
     }
     if kind == "apps/v1/StatefulSet"
         && let (Some(old), Some(new)) = (
             existing
-                .pointer("/spec/volumeClaimTemplates")
+                .at("/spec/volumeClaimTemplates")
                 .and_then(Value::as_array),
             object
-                .pointer_mut("/spec/volumeClaimTemplates")
+                .at_mut("/spec/volumeClaimTemplates")
                 .and_then(Value::as_array_mut),
         )
     {
         for (old, new) in old.iter().zip(new.iter_mut()) {
             let annotated = old
-                .pointer("/metadata/annotations")
+                .at("/metadata/annotations")
                 .and_then(|a| a.get(PARENT_ANNOTATION))
                 .is_some();
             if !annotated
                 && let Some(a) = new
-                    .pointer_mut("/metadata/annotations")
+                    .at_mut("/metadata/annotations")
                     .and_then(Value::as_object_mut)
             {
                 a.remove(PARENT_ANNOTATION);
@@ -809,7 +807,7 @@ fn narrow_selector(object: &mut Value, kind: &str, uid: &str) {
         ("", "Service") => ("/spec", false, false),
         _ => return,
     };
-    let Some(spec) = object.pointer_mut(pointer).and_then(Value::as_object_mut) else {
+    let Some(spec) = object.at_mut(pointer).and_then(Value::as_object_mut) else {
         return;
     };
     let present = spec.get("selector").is_some_and(|s| match s {
@@ -831,15 +829,10 @@ fn narrow_selector(object: &mut Value, kind: &str, uid: &str) {
 
 fn label_template(object: &mut Value, pointer: &str, uid: &str) {
     let parent_pointer = &pointer[..pointer.rfind('/').unwrap_or(0)];
-    if object
-        .pointer(parent_pointer)
-        .is_none_or(|v| !v.is_object())
-    {
+    if object.at(parent_pointer).is_none_or(|v| !v.is_object()) {
         return;
     }
-    let holder = object
-        .pointer_mut(parent_pointer)
-        .and_then(Value::as_object_mut);
+    let holder = object.at_mut(parent_pointer).and_then(Value::as_object_mut);
     if let Some(holder) = holder {
         let meta = holder.entry("metadata").or_insert_with(|| json!({}));
         if let Some(meta) = meta.as_object_mut() {
@@ -894,7 +887,7 @@ pub fn prune_plan<'a>(
             let kind = kind_of(o);
             child_kinds.contains(&kind) && !PROTECTED_KINDS.contains(&kind.as_str())
         })
-        .filter(|o| o.pointer("/metadata/deletionTimestamp").is_none())
+        .filter(|o| o.at("/metadata/deletionTimestamp").is_none())
         .filter(|o| !wanted.contains(&ObjectKey::of(o).stored()))
         .collect()
 }
@@ -906,14 +899,14 @@ pub fn held<'a>(observed: &'a [Value]) -> impl Iterator<Item = &'a Value> {
         controller_uid(o).is_none()
             && holds_data(o)
             && applied_by_host(o)
-            && o.pointer("/metadata/deletionTimestamp").is_none()
+            && o.at("/metadata/deletionTimestamp").is_none()
     })
 }
 
 /// True when `object` has a controller owner reference to the parent with this uid.
 pub fn controlled_by(object: &Value, uid: &str) -> bool {
     object
-        .pointer("/metadata/ownerReferences")
+        .at("/metadata/ownerReferences")
         .and_then(Value::as_array)
         .is_some_and(|refs| {
             refs.iter()
@@ -926,7 +919,7 @@ pub fn controlled_by(object: &Value, uid: &str) -> bool {
 pub fn stamp(object: &mut Value) {
     use sha2::{Digest, Sha256};
     if let Some(annotations) = object
-        .pointer_mut("/metadata/annotations")
+        .at_mut("/metadata/annotations")
         .and_then(Value::as_object_mut)
     {
         annotations.remove(APPLIED_ANNOTATION);
@@ -976,7 +969,7 @@ pub fn to_apply(
 /// a no-op, so skipping it saves a write per child per reconcile; anything else is applied.
 pub fn up_to_date(object: &Value, observed: &[Value]) -> bool {
     let stamp = |o: &Value| {
-        o.pointer("/metadata/annotations")
+        o.at("/metadata/annotations")
             .and_then(|a| a.get(APPLIED_ANNOTATION))
             .and_then(Value::as_str)
             .map(str::to_owned)
@@ -1610,11 +1603,8 @@ mod tests {
 
     #[test]
     fn every_selector_reaches_only_the_parents_pods() {
-        let uid = |v: &Value, pointer: &str| {
-            v.pointer(pointer)
-                .and_then(|l| l.get(PARENT_UID_LABEL))
-                .cloned()
-        };
+        let uid =
+            |v: &Value, pointer: &str| v.at(pointer).and_then(|l| l.get(PARENT_UID_LABEL)).cloned();
         let apps = json!({"metadata": {"name": "w"}, "spec": {"selector": {"matchLabels": {"app": "billing"}},
             "template": {"metadata": {"labels": {"app": "billing"}}}}});
         for kind in [

@@ -4,6 +4,7 @@
 //! merge patch of the parent's status subresource) and `plugin_status.rs`.
 
 use std::collections::BTreeMap;
+use windlass_policy::At as _;
 
 use serde_json::{Map, Value, json};
 
@@ -33,7 +34,7 @@ pub struct Cond {
 /// The status merge patch after a successful run.
 pub fn after_success(parent: &Value, outcome: &Outcome, now: &str) -> Value {
     let generation = parent
-        .pointer("/metadata/generation")
+        .at("/metadata/generation")
         .and_then(Value::as_i64)
         .unwrap_or(0);
     let mut conditions = BTreeMap::new();
@@ -133,7 +134,7 @@ fn ready(outcome: &Outcome, complete: bool, reason: &str, message: &str) -> Cond
 /// left them (a failed write to the API says nothing about whether the parent serves).
 pub fn after_failure(parent: &Value, error: &super::error::ReconcileError, now: &str) -> Value {
     let generation = parent
-        .pointer("/metadata/generation")
+        .at("/metadata/generation")
         .and_then(Value::as_i64)
         .unwrap_or(0);
     let conditions = BTreeMap::from([(
@@ -162,7 +163,7 @@ pub fn merge_conditions(
     now: &str,
 ) -> Value {
     let existing: Vec<Value> = parent
-        .pointer("/status/conditions")
+        .at("/status/conditions")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();

@@ -37,6 +37,7 @@ use std::{
     sync::{Arc, Mutex},
     time::Duration,
 };
+use windlass_policy::At as _;
 
 use futures::StreamExt;
 use kube::{
@@ -110,7 +111,7 @@ struct Namespace {
 /// The non-empty `spec.selector` of a cut-down object (a Service's; a NetworkPolicy's cut
 /// has none).
 fn selector_of(cut: &Value) -> Option<&serde_json::Map<String, Value>> {
-    cut.pointer("/spec/selector")
+    cut.at("/spec/selector")
         .and_then(Value::as_object)
         .filter(|s| !s.is_empty())
 }
@@ -328,7 +329,7 @@ pub fn others_of(
 
 /// Whether a cut-down object carries the parent-uid label `uid` (the cut keeps that label).
 fn labelled_with(cut: &Value, uid: &str) -> bool {
-    cut.pointer("/metadata/labels")
+    cut.at("/metadata/labels")
         .and_then(|l| l.get(PARENT_UID_LABEL))
         .and_then(Value::as_str)
         == Some(uid)
@@ -345,7 +346,7 @@ fn metadata(o: &DynamicObject) -> Value {
 
 /// A Service as the index keeps it.
 pub fn cut_service(o: &DynamicObject) -> Value {
-    json!({"metadata": metadata(o), "spec": {"selector": o.data.pointer("/spec/selector")}})
+    json!({"metadata": metadata(o), "spec": {"selector": o.data.at("/spec/selector")}})
 }
 
 /// A NetworkPolicy as the index keeps it.
