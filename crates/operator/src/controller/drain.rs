@@ -3,7 +3,7 @@
 //! `Settings::drain`, for those already past it, then stops the controllers. A reconcile cut
 //! off halfway — the drain ran out, or the lease was lost, where nothing waits because another
 //! instance may lead — has written part of what it meant to; the next leader's reconcile puts
-//! the rest, but its span and last run say `cancelled` (see `parent::run`).
+//! the rest. Its span says `cancelled`, and it is counted so (see `parent::Ending`).
 
 use std::time::Duration;
 

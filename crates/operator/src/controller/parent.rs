@@ -68,6 +68,7 @@ pub async fn reconcile(
 struct Ending<'a> {
     span: tracing::Span,
     ctx: &'a KindCtx,
+    kind: &'a str,
     uid: &'a str,
     obj: &'a DynamicObject,
     started: Instant,
@@ -84,7 +85,7 @@ impl Ending<'_> {
         self.ctx.shared.runs.end(
             self.uid,
             LastRun {
-                kind: self.ctx.parent.key(),
+                kind: self.kind.to_string(),
                 namespace: self.obj.namespace().unwrap_or_default(),
                 name: self.obj.name_any(),
                 started: std::mem::take(&mut self.started_at),
@@ -102,10 +103,7 @@ impl Drop for Ending<'_> {
     fn drop(&mut self) {
         if !self.ended {
             self.span.record("result", "cancelled");
-            self.ctx
-                .shared
-                .metrics
-                .record_cancelled(&self.ctx.parent.key());
+            self.ctx.shared.metrics.record_cancelled(self.kind);
             tracing::info!(
                 parent = %self.obj.name_any(),
                 namespace = self.obj.namespace().unwrap_or_default(),
@@ -155,6 +153,7 @@ async fn run(
     let mut ending = Ending {
         span: span.clone(),
         ctx: &ctx,
+        kind: &kind,
         uid: &uid,
         obj: &obj,
         started,
