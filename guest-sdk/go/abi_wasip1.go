@@ -220,7 +220,7 @@ func exportReconcile(phase uint32, parentPtr, parentLen, observedPtr, observedLe
 	now := liftString(nowPtr, nowLen)
 	argBuffers = nil // copied: the host's buffers may go
 
-	parts, err := run(Phase(phase), parent, observed, desired, config, now)
+	parts, err := runParts(plugin(), Phase(phase), parent, observed, desired, config, now)
 	b := area(52)
 	if err != nil {
 		e := AsError(err)
@@ -266,14 +266,6 @@ func exportReconcile(phase uint32, parentPtr, parentLen, observedPtr, observedLe
 //go:wasmexport cabi_post_windlass:plugin/reconciler@0.1.0#reconcile
 func postReconcile(unsafe.Pointer) { pinned = nil }
 
-func run(phase Phase, parent string, observed, desired []string, config, now string) (*Parts, error) {
-	ctx, err := NewContext(phase, parent, observed, desired, config, now)
-	if err != nil {
-		return nil, err
-	}
-	out, err := Run(plugin(), ctx)
-	if err != nil {
-		return nil, err
-	}
-	return out.Parts()
-}
+// Serve does nothing in the component: a reactor never runs main, which calls it (natively it
+// serves requests on stdin, serve_native.go).
+func Serve() {}

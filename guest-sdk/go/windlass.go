@@ -155,6 +155,20 @@ var exported Plugin
 // an init function of package main: a WebAssembly reactor runs init functions, never main.
 func Export(p Plugin) { exported = p }
 
+// runParts runs a phase on the host's JSON texts and encodes the output as the host receives it:
+// what the component's export does, and natively Serve.
+func runParts(p Plugin, phase Phase, parent string, observed, desired []string, config, now string) (*Parts, error) {
+	ctx, err := NewContext(phase, parent, observed, desired, config, now)
+	if err != nil {
+		return nil, err
+	}
+	out, err := Run(p, ctx)
+	if err != nil {
+		return nil, err
+	}
+	return out.Parts()
+}
+
 // Run runs one phase of a plugin on a context, as the host's call does: Reconcile or Finalize,
 // with a panic turned into a Failed error.
 func Run(p Plugin, ctx *Context) (out *Output, err error) {

@@ -304,3 +304,20 @@ test("log lines go to the bound host log, natively to stderr", (t) => {
   windlass.log.error("back");
   assert.deepEqual(lines, ["[info] natively", "debug|to the host", "warn|42", "[error] back"]);
 });
+
+test("serve.js answers a request line with the response or the plugin-error, as JSON", async () => {
+  const { answer } = await import("./serve.js");
+  const reconciler = pluginWith((ctx) => {
+    if (ctx.spec.message === "") throw new InvalidParent("spec.message: empty");
+    return ctx.output().apply(configMap(`${ctx.name}-greeting`)).requeueAfter(5);
+  });
+  const ok = JSON.parse(answer(reconciler, JSON.stringify(request())));
+  assert.deepEqual(ok, { ok: reconciler.reconcile(request()) });
+  assert.equal(ok.ok.requeueAfterSecs, 5);
+  assert.equal(JSON.parse(ok.ok.desired[0]).metadata.name, "hello-greeting");
+  const refused = request({ parent: { ...parent, spec: { message: "" } } });
+  assert.deepEqual(JSON.parse(answer(reconciler, JSON.stringify(refused))), {
+    err: { tag: "invalid-parent", val: "spec.message: empty" },
+  });
+  assert.equal(JSON.parse(answer(reconciler, "{")).err.tag, "failed");
+});

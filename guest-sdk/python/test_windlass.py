@@ -275,6 +275,38 @@ class Running(unittest.TestCase):
         with self.assertRaisesRegex(Failed, "^KeyError: 'missing'$"):
             run_json(Raising, "reconcile", '{"spec":{"raise":"key"}}', [], [], "{}", "now")
 
+    def test_serve_answers_each_line_as_the_component_would(self):
+        import io
+
+        from windlass.serve import serve
+
+        lines = [
+            json.dumps({"phase": "reconcile", "parent": json.dumps(yaml_docs(PARENT)[0]), "observed": [],
+                        "desired": [json.dumps(config_map("x"))], "config": "{}", "now": "now"}),
+            "",
+            json.dumps({"phase": "reconcile", "parent": '{"spec":{"raise":"failed"}}', "observed": [],
+                        "desired": [], "config": "{}", "now": "now"}),
+            json.dumps({"phase": "reconcile", "parent": "{", "observed": [], "desired": [], "config": "{}", "now": "now"}),
+        ]
+        out = io.StringIO()
+        serve(Greeter, [lines[0], lines[1], lines[3]], out)
+        info, *greeter = [json.loads(line) for line in out.getvalue().splitlines()]
+        self.assertEqual(
+            info,
+            {"name": "greeter", "version": "0.1.0", "parentKinds": ["example.windlass.dev/v1alpha1/Greeting"],
+             "childKinds": ["v1/ConfigMap"], "readsKinds": [], "finalizes": False},
+        )
+        self.assertEqual(len(greeter), 2)
+        ok = greeter[0]["ok"]
+        self.assertEqual([json.loads(d)["metadata"]["name"] for d in ok["desired"]], ["x", "hi-greeting"])
+        self.assertEqual(json.loads(ok["status"]), {"message": "hello"})
+        self.assertEqual((ok["requeueAfterSecs"], ok["finalized"], ok["events"]), (None, False, []))
+        self.assertEqual(greeter[1]["err"]["tag"], "invalid-parent")
+        self.assertRegex(greeter[1]["err"]["val"], "^not valid JSON")
+        out = io.StringIO()
+        serve(Raising, [lines[2]], out)
+        self.assertEqual(json.loads(out.getvalue().splitlines()[1]), {"err": {"tag": "failed", "val": "the backend is down"}})
+
     def test_info_is_checked(self):
         class Bad(Plugin):
             def info(self):

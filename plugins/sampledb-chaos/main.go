@@ -234,4 +234,6 @@ func Children(name, namespace, schedule string) []windlass.Object {
 // A WebAssembly reactor runs init functions, never main.
 func init() { windlass.Export(Plugin{}) }
 
-func main() {}
+// Natively (`go build` for the host's OS) the plugin serves requests on stdin: the host
+// benchmark's native engine runs it so, beside its component.
+func main() { windlass.Serve() }
