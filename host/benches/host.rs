@@ -52,6 +52,15 @@
 //! the benchmark names the parent and fails. The native variants are skipped; the hot swap and
 //! restart follow, at N. The quick mode runs a short churn too (20 changes/s for 3 s).
 //!
+//! `cargo xtask bench host --pipeline full` (`WINDLASS_BENCH_PIPELINE=full`) runs the whole
+//! SampleDB pipeline instead of the storage plugin alone: the six plugins of
+//! `plugins/sampledb_plugins.rs` (storage, backup and upgrade in Rust, primary election in
+//! Python, conventions in JavaScript, chaos in Go), installed as `windlass dev` installs them,
+//! in (a) and (c) only — (b) has the storage logic alone. (c) runs the Rust plugins compiled in
+//! and the others natively in their own language's processes (`native_engine`'s doc), whose
+//! peak RSS is added to (c)'s. The children compared include PodDisruptionBudgets and the
+//! role labels of Pods. No hot swap, restart or churn. The quick mode runs it too, in CI.
+//!
 //! `cargo xtask bench host --real` (`WINDLASS_BENCH_CLUSTER=real`) runs the variants against a
 //! real control plane instead (`windlass_kubeplane`: etcd, kube-apiserver and
 //! kube-controller-manager built from source, one per variant, with the workload simulator
@@ -95,6 +104,7 @@ use serde_json::json;
 use windlass::crd::WasmPlugin;
 use windlass_devcluster::{DevCluster, Options};
 use windlass_kubeplane::ControlPlane;
+use windlass_test_guests::SAMPLEDB;
 
 /// Where the SampleDBs live.
 const NAMESPACE: &str = "bench";
@@ -108,7 +118,8 @@ const VERSION: &str = "16.4";
 const IN_FLIGHT: usize = 32;
 /// Every wait gives up after this long.
 const TIMEOUT: Duration = Duration::from_secs(900);
-/// How long to wait for every parent to be Ready after convergence before reporting n/a.
+/// How long to wait for every parent to be Ready after convergence before reporting n/a, at
+/// least ([`ready_timeout`]: the whole pipeline at 10,000 took longer on two cores).
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long the hot swap and the restart may take before they are reported as not done.
 const SWAP_TIMEOUT: Duration = Duration::from_secs(300);
@@ -140,6 +151,8 @@ struct Setup {
     churn: Option<(f64, Duration)>,
     /// Parent kinds for the memory-per-kind measure (`WINDLASS_BENCH_KINDS`); 3 in quick mode.
     kinds: Option<usize>,
+    /// The whole SampleDB pipeline, in (a) and (c) only (`WINDLASS_BENCH_PIPELINE=full`).
+    full: bool,
     scratch: tempfile::TempDir,
 }
 
@@ -305,6 +318,11 @@ fn main() -> Result<()> {
             Err(_) if quick => Some(3),
             Err(_) => None,
         },
+        full: match std::env::var("WINDLASS_BENCH_PIPELINE").as_deref() {
+            Ok("full") => true,
+            Ok("storage") | Err(_) => false,
+            Ok(other) => bail!("WINDLASS_BENCH_PIPELINE={other:?}: storage or full"),
+        },
         scratch: tempfile::tempdir()?,
     };
     tokio::runtime::Builder::new_multi_thread()
@@ -321,6 +339,9 @@ async fn bench(setup: &Setup) -> Result<()> {
         && !setup.quick
     {
         return bench_kinds(setup, kinds).await;
+    }
+    if setup.full {
+        return bench_full(setup).await;
     }
     let n = setup.parents;
     eprintln!("(a) windlass run, {n} SampleDBs …");
@@ -346,39 +367,17 @@ async fn bench(setup: &Setup) -> Result<()> {
     eprintln!("(c) the host with a native Engine, {n} SampleDBs …");
     let engine = engine_variant(setup).await?;
 
-    println!(
-        "host benchmark: {n} SampleDBs (replicas 1) created at once ({IN_FLIGHT} in flight), \
-         a fresh {} per variant{}",
-        if setup.real {
-            "real control plane (etcd, kube-apiserver, kube-controller-manager; simulated kubelet)"
-        } else {
-            "devcluster"
-        },
-        if setup.quick {
-            " (quick: the children check; timings mean nothing)"
-        } else {
-            ""
-        }
+    print_table(
+        setup,
+        &format!(
+            "host benchmark: {n} SampleDBs (replicas 1) created at once ({IN_FLIGHT} in flight)"
+        ),
+        &[
+            ("(a) windlass run, storage plugin (wasm)", &wasm),
+            ("(b) native kube-runtime controller", &native),
+            ("(c) the same host, native Engine", &engine),
+        ],
     );
-    println!(
-        "{:<44} {:>11} {:>9} {:>14} {:>14}",
-        "variant", "converge s", "ready s", "peak RSS MiB", "RSS end MiB"
-    );
-    for (name, r) in [
-        ("(a) windlass run, storage plugin (wasm)", &wasm),
-        ("(b) native kube-runtime controller", &native),
-        ("(c) the same host, native Engine", &engine),
-    ] {
-        let ready = r
-            .ready
-            .map_or_else(|| "n/a".to_string(), |d| format!("{:.2}", d.as_secs_f64()));
-        println!(
-            "{name:<44} {:>11.2} {ready:>9} {:>14.1} {:>14.1}",
-            r.converge.as_secs_f64(),
-            mib(r.peak_rss),
-            mib(r.rss)
-        );
-    }
     let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
     println!(
         "ratio time a/b (converge)      {:>6.2}  (goal <= 1.0)",
@@ -414,6 +413,119 @@ async fn bench(setup: &Setup) -> Result<()> {
     print_swap(n, &wasm, &swap, &restart);
     Ok(())
 }
+
+/// The whole SampleDB pipeline, (a) against (c): converge, memory and the same children.
+async fn bench_full(setup: &Setup) -> Result<()> {
+    let n = setup.parents;
+    eprintln!("(a) windlass run, the whole SampleDB pipeline, {n} SampleDBs …");
+    let (wasm, _, _) = windlass_variant(setup).await?;
+    eprintln!("(c) the same host, native Engine and native processes, {n} SampleDBs …");
+    let engine = engine_variant(setup).await?;
+    let names: Vec<&str> = SAMPLEDB.iter().map(|(name, _)| *name).collect();
+    print_table(
+        setup,
+        &format!(
+            "host benchmark, the whole SampleDB pipeline ({}): {n} SampleDBs (replicas 1) \
+             created at once ({IN_FLIGHT} in flight)",
+            names.join(", ")
+        ),
+        &[
+            ("(a) windlass run, six plugins (wasm)", &wasm),
+            (
+                "(c) the same host, native Engine (+ its processes)",
+                &engine,
+            ),
+        ],
+    );
+    if let Some(tally) = wasm.tally {
+        println!("(a) counted until converged: {tally}");
+    }
+    println!(
+        "ratio time a/c (converge)      {:>6.2}  (goal <= 1.15: the sandbox inside the host)",
+        wasm.converge.as_secs_f64() / engine.converge.as_secs_f64()
+    );
+    println!(
+        "ratio memory a/c (peak RSS)    {:>6.2}",
+        wasm.peak_rss as f64 / engine.peak_rss as f64
+    );
+    match (&wasm.children, &engine.children) {
+        (Some(a), Some(c)) => {
+            let sets = a.keys().filter(|k| k.starts_with("StatefulSet/")).count();
+            if sets != n {
+                bail!("(a) made {sets} StatefulSets for {n} parents");
+            }
+            let budgets = a
+                .keys()
+                .filter(|k| k.starts_with("PodDisruptionBudget/"))
+                .count();
+            if budgets != n {
+                bail!(
+                    "(a) made {budgets} PodDisruptionBudgets for {n} parents: the conventions did not run"
+                );
+            }
+            let primaries = a
+                .values()
+                .filter(|o| o["metadata"]["labels"][ROLE_LABEL] == "primary")
+                .count();
+            if primaries != n {
+                bail!(
+                    "(a) labelled {primaries} Pods primary for {n} parents: the election did not run"
+                );
+            }
+            differ(
+                "(a)",
+                &without_annotations(a, &[APPLIED]),
+                "(c)",
+                &without_annotations(c, &[APPLIED]),
+            )?;
+            println!(
+                "children: the same {} objects from (a) and (c), {n} PodDisruptionBudgets and \
+                 {n} primaries among them",
+                a.len()
+            );
+        }
+        _ if setup.quick => {
+            bail!("not every variant's parents were all Ready: no children to compare")
+        }
+        _ => println!("children: not compared, not every variant's parents were all Ready"),
+    }
+    Ok(())
+}
+
+/// The heading and one row per variant: converge, ready, peak and final RSS.
+fn print_table(setup: &Setup, heading: &str, rows: &[(&str, &Run)]) {
+    println!(
+        "{heading}, a fresh {} per variant{}",
+        if setup.real {
+            "real control plane (etcd, kube-apiserver, kube-controller-manager; simulated kubelet)"
+        } else {
+            "devcluster"
+        },
+        if setup.quick {
+            " (quick: the children check; timings mean nothing)"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "{:<52} {:>11} {:>9} {:>14} {:>14}",
+        "variant", "converge s", "ready s", "peak RSS MiB", "RSS end MiB"
+    );
+    for (name, r) in rows {
+        let ready = r
+            .ready
+            .map_or_else(|| "n/a".to_string(), |d| format!("{:.2}", d.as_secs_f64()));
+        println!(
+            "{name:<52} {:>11.2} {ready:>9} {:>14.1} {:>14.1}",
+            r.converge.as_secs_f64(),
+            mib(r.peak_rss),
+            mib(r.rss)
+        );
+    }
+}
+
+/// The label the primary election puts on each database Pod.
+const ROLE_LABEL: &str = "samples.windlass.dev/role";
 
 /// Memory per parent kind: one host with one kind, then one with `kinds`, each kind served by
 /// its own copy of the `guest-kinds` plugin (a distinct component: its own digest, compile and
@@ -672,7 +784,7 @@ fn print_churn(n: usize, churn: &Churn) {
 /// generates a random password).
 type Children = std::collections::BTreeMap<String, serde_json::Value>;
 
-async fn children(client: &Client) -> Result<Children> {
+async fn children(client: &Client, full: bool) -> Result<Children> {
     let mut uids = std::collections::HashMap::new();
     for parent in sampledbs(client).list(&Default::default()).await? {
         if let (Some(uid), Some(name)) = (parent.metadata.uid, parent.metadata.name) {
@@ -680,13 +792,31 @@ async fn children(client: &Client) -> Result<Children> {
         }
     }
     let mut out = Children::new();
-    for (api_version, kind, plural) in [
+    let mut kinds = vec![
         ("apps/v1", "StatefulSet", "statefulsets"),
         ("v1", "Service", "services"),
         ("v1", "ConfigMap", "configmaps"),
         ("v1", "Secret", "secrets"),
         ("batch/v1", "Job", "jobs"),
-    ] {
+    ];
+    if full {
+        // The conventions' budgets and the backup's and chaos's CronJobs (none by default).
+        kinds.push(("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets"));
+        kinds.push(("batch/v1", "CronJob", "cronjobs"));
+        // The election's role label on each database Pod (the Pods are the StatefulSets').
+        let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), NAMESPACE);
+        for pod in pods
+            .list(&kube::api::ListParams::default().labels(ROLE_LABEL))
+            .await?
+        {
+            let role = kube::ResourceExt::labels(&pod).get(ROLE_LABEL).cloned();
+            out.insert(
+                format!("Pod/{}", kube::ResourceExt::name_any(&pod)),
+                json!({"metadata": {"labels": {ROLE_LABEL: role}}}),
+            );
+        }
+    }
+    for (api_version, kind, plural) in kinds {
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         let resource =
             ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
@@ -739,14 +869,15 @@ async fn children(client: &Client) -> Result<Children> {
 async fn settled_children(
     client: &Client,
     prunes: bool,
+    full: bool,
     process: &mut Operator,
 ) -> Result<Children> {
     let init_job = |key: &String| key.starts_with("Job/") && key.ends_with("-init");
-    let mut last = children(client).await?;
+    let mut last = children(client, full).await?;
     for _ in 0..60 {
         tokio::time::sleep(Duration::from_secs(1)).await;
         process.check_alive()?;
-        let now = children(client).await?;
+        let now = children(client, full).await?;
         let pruned = !prunes || !now.keys().any(init_job);
         if pruned && now == last {
             return Ok(now);
@@ -1265,7 +1396,7 @@ fn mib(bytes: u64) -> f64 {
 /// (a): converge and memory, then hot swap against a full restart.
 async fn windlass_variant(setup: &Setup) -> Result<(Run, Swap, Progress)> {
     let (cluster, client, kubeconfig) = fresh_cluster(setup, "windlass").await?;
-    let wasm_plugins = install_plugin(setup, &client).await?;
+    let wasm_plugins = install_plugins(setup, &client, &kubeconfig).await?;
     // Callgrind mode reads the host's reconcile count from its admin port, churn its queue wait.
     let admin = free_port()?;
     let windlass_args = |log: &str| -> Result<Command> {
@@ -1290,7 +1421,7 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Swap, Progress)> {
         Ok(cmd)
     };
     let mut process = Operator::spawn(windlass_args("windlass-1.log")?, "windlass-1.log", setup)?;
-    plugin_ready(&wasm_plugins, PLUGIN, &mut process).await?;
+    plugins_ready(setup, &wasm_plugins, &mut process).await?;
     if setup.callgrind {
         let run = count_instructions(setup, &client, &mut process, "windlass-1.log", admin).await?;
         process.kill();
@@ -1304,11 +1435,11 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Swap, Progress)> {
         return Ok((run, swap, skipped));
     }
     let mut run = converge(setup, &client, &mut process, true, Some(admin)).await?;
-    if let Some((rate, secs)) = setup.churn {
+    if let Some((rate, secs)) = setup.churn.filter(|_| !setup.full) {
         eprintln!("  churn: {rate} spec changes/s for {} s …", secs.as_secs());
         run.churn = Some(churn(setup, &client, &mut process, admin, rate, secs).await?);
     }
-    if setup.quick {
+    if setup.quick || setup.full {
         process.kill();
         cluster.shutdown().await;
         let skipped = Progress::default();
@@ -1361,6 +1492,61 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Swap, Progress)> {
     process.kill();
     cluster.shutdown().await;
     Ok((run, swap, restart))
+}
+
+/// The plugins the run loads: the storage plugin, or with `full` the six SampleDB plugins as
+/// `windlass dev` installs them (a component too big for a ConfigMap compressed, or from its
+/// file).
+async fn install_plugins(
+    setup: &Setup,
+    client: &Client,
+    kubeconfig: &Path,
+) -> Result<Api<WasmPlugin>> {
+    if !setup.full {
+        return install_plugin(setup, client).await;
+    }
+    let config = windlass::dev::DevConfig {
+        port: 0,
+        kubeconfig: kubeconfig.to_path_buf(),
+        plugins: SAMPLEDB
+            .iter()
+            .map(|(name, file)| {
+                (
+                    name.to_string(),
+                    "samples.windlass.dev/v1alpha1".to_string(),
+                    "SampleDB".to_string(),
+                    PathBuf::from(file),
+                )
+            })
+            .collect(),
+        crds: vec![],
+        manifests: vec![],
+        operator: windlass::operator::Config {
+            admin_addr: "127.0.0.1:0".parse()?,
+            election: None,
+            settings: Default::default(),
+            identity: "bench".into(),
+        },
+        runtime: Default::default(),
+        cron_speedup: 1.0,
+    };
+    windlass::dev::prepare(client, &config).await?;
+    Ok(Api::all(client.clone()))
+}
+
+/// Waits until every plugin the run loads is Ready.
+async fn plugins_ready(
+    setup: &Setup,
+    wasm_plugins: &Api<WasmPlugin>,
+    process: &mut Operator,
+) -> Result<()> {
+    if !setup.full {
+        return plugin_ready(wasm_plugins, PLUGIN, process).await;
+    }
+    for (name, _) in SAMPLEDB {
+        plugin_ready(wasm_plugins, name, process).await?;
+    }
+    Ok(())
 }
 
 /// The storage plugin's ConfigMap and its WasmPlugin, as `windlass dev` makes them.
@@ -1443,12 +1629,18 @@ async fn plugin_ready(
 /// memory.
 async fn engine_variant(setup: &Setup) -> Result<Run> {
     let (cluster, client, kubeconfig) = fresh_cluster(setup, "engine").await?;
-    let wasm_plugins = install_plugin(setup, &client).await?;
+    let wasm_plugins = install_plugins(setup, &client, &kubeconfig).await?;
     let mut cmd = operator_command(setup, &setup.engine, "engine.log");
-    cmd.arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .arg("--plugin")
-        .arg(format!("storage={}", setup.plugin.display()));
+    cmd.arg("--kubeconfig").arg(&kubeconfig);
+    if setup.full {
+        for (name, file) in SAMPLEDB {
+            let short = name.strip_prefix("sampledb-").unwrap_or(name);
+            cmd.arg("--plugin").arg(format!("{short}={file}"));
+        }
+    } else {
+        cmd.arg("--plugin")
+            .arg(format!("storage={}", setup.plugin.display()));
+    }
     // The one `windlass run` setting that shapes a converge, when `WINDLASS_BENCH_RUN_ARGS`
     // sets it for (a): the same for (c).
     if let Some(at) = setup
@@ -1461,7 +1653,7 @@ async fn engine_variant(setup: &Setup) -> Result<Run> {
     }
     redirect(&mut cmd, &setup.scratch.path().join("engine.log"))?;
     let mut process = Operator::spawn(cmd, "engine.log", setup)?;
-    plugin_ready(&wasm_plugins, PLUGIN, &mut process).await?;
+    plugins_ready(setup, &wasm_plugins, &mut process).await?;
     let run = converge(setup, &client, &mut process, true, None).await?;
     process.kill();
     cluster.shutdown().await;
@@ -1677,18 +1869,21 @@ async fn converge(
         api,
         setup.parents,
         started,
-        converge + READY_TIMEOUT,
+        converge + ready_timeout(setup.parents),
         process,
         |o: &DynamicObject| o.data.pointer("/status/phase") == Some(&json!("Ready")),
     )
     .await?
     .all;
     if ready.is_none() {
-        eprintln!("  not every SampleDB Ready after {READY_TIMEOUT:?}");
+        eprintln!(
+            "  not every SampleDB Ready {:?} after converging",
+            ready_timeout(setup.parents)
+        );
     }
     let (peak_rss, rss) = process.memory()?;
     let children = match ready {
-        Some(_) => Some(settled_children(client, prunes, process).await?),
+        Some(_) => Some(settled_children(client, prunes, setup.full, process).await?),
         None => None,
     };
     Ok(Run {
@@ -1701,6 +1896,12 @@ async fn converge(
         churn: None,
         tally,
     })
+}
+
+/// How long to wait for every parent to be Ready after convergence: [`READY_TIMEOUT`], or
+/// 30 ms a parent when that is more.
+fn ready_timeout(parents: usize) -> Duration {
+    READY_TIMEOUT.max(Duration::from_millis(30 * parents as u64))
 }
 
 /// observedGeneration 1 and `Reconciled=True`.
@@ -1979,9 +2180,26 @@ impl Operator {
         })
     }
 
-    /// (VmHWM, VmRSS) in bytes.
+    /// (VmHWM, VmRSS) in bytes, the process's and its child processes' added up (a native
+    /// Engine's serving processes; the peaks of several processes need not coincide, so their
+    /// sum is an upper bound).
     fn memory(&self) -> Result<(u64, u64)> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
+        let pid = self.child.id();
+        let (mut peak, mut rss) = Self::memory_of(pid)?;
+        for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+            let children = std::fs::read_to_string(task?.path().join("children"))?;
+            for child in children.split_whitespace() {
+                let (p, r) = Self::memory_of(child.parse()?)?;
+                peak += p;
+                rss += r;
+            }
+        }
+        Ok((peak, rss))
+    }
+
+    /// (VmHWM, VmRSS) of one process, in bytes.
+    fn memory_of(pid: u32) -> Result<(u64, u64)> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
         let field = |name: &str| -> Result<u64> {
             let line = status
                 .lines()

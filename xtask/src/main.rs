@@ -40,7 +40,9 @@
 //!   `--callgrind`, instructions to converge under valgrind instead (machine-independent);
 //!   with `--real`, against the pinned real control plane instead of the devcluster; with
 //!   `--churn RATE`, how long a changed parent waits under RATE spec changes per second; with
-//!   `--kinds K`, the memory each additional parent kind costs.
+//!   `--kinds K`, the memory each additional parent kind costs; with `--pipeline full`, the
+//!   whole SampleDB pipeline (six plugins, four languages) in `windlass run` against the same
+//!   host with each plugin run natively.
 
 use std::{
     path::{Path, PathBuf},
@@ -82,7 +84,7 @@ fn main() -> Result<()> {
             eprintln!(
                 "usage: cargo xtask <ci | layers | plugins | kube | dev [ARGS…] | render [ARGS…] | chaos | \
                  image [--push REF [--insecure-registry HOST] | --reproducible] | \
-                 bench runtime [--callgrind] | bench languages | bench host [--parents N] [--callgrind [--window SECS]] [--real] [--churn RATE [--churn-secs SECS]] [--kinds K]>"
+                 bench runtime [--callgrind] | bench languages | bench host [--parents N] [--callgrind [--window SECS]] [--real] [--churn RATE [--churn-secs SECS]] [--kinds K] [--pipeline storage|full]>"
             );
             bail!("unknown task {args:?}")
         }
@@ -277,6 +279,7 @@ fn bench_host(args: &[&str]) -> Result<()> {
     let mut churn = None;
     let mut churn_secs = None;
     let mut kinds = None;
+    let mut pipeline = None;
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
         match *arg {
@@ -291,9 +294,12 @@ fn bench_host(args: &[&str]) -> Result<()> {
                 churn_secs = Some(*rest.next().context("--churn-secs needs seconds")?);
             }
             "--kinds" => kinds = Some(*rest.next().context("--kinds needs a number")?),
+            "--pipeline" => {
+                pipeline = Some(*rest.next().context("--pipeline needs storage or full")?);
+            }
             other => bail!(
                 "bench host: unknown argument {other:?} (--parents N, --callgrind, --window SECS, \
-                 --real, --churn RATE, --churn-secs SECS, --kinds K)"
+                 --real, --churn RATE, --churn-secs SECS, --kinds K, --pipeline storage|full)"
             ),
         }
     }
@@ -345,6 +351,12 @@ fn bench_host(args: &[&str]) -> Result<()> {
         k.parse::<usize>()
             .with_context(|| format!("--kinds {k:?}: not a number"))?;
         cmd.env("WINDLASS_BENCH_KINDS", k);
+    }
+    if let Some(p) = pipeline {
+        if !matches!(p, "storage" | "full") {
+            bail!("--pipeline {p:?}: storage or full");
+        }
+        cmd.env("WINDLASS_BENCH_PIPELINE", p);
     }
     if let Some(bin) = kube_bin {
         cmd.env("WINDLASS_BENCH_CLUSTER", "real")
@@ -576,24 +588,33 @@ fn ci() -> Result<()> {
     on_dev.and(on_real).and(image).and(reproducible).and(cosign)
 }
 
-/// Every benchmark built (the test profile, so on the tests' build), and the three that need
-/// no other toolchains run short: `runtime` checks that the native, wasm and webhook variants
-/// agree, `devcluster` that every create, patch and watch succeeds, `host` (20 parents, on the
-/// test build's host and examples, which `cargo test --no-run` built) that `windlass run`, the
-/// native controller and the host with a native Engine make the same children. Their timings
-/// mean nothing here; `cargo xtask bench` measures.
+/// Every benchmark built (the test profile, so on the tests' build), and three run short:
+/// `runtime` checks that the native, wasm and webhook variants agree, `devcluster` that every
+/// create, patch and watch succeeds, `host` (20 parents, on the test build's host and examples,
+/// which `cargo test --no-run` built) that `windlass run`, the native controller and the host
+/// with a native Engine make the same children — with the storage plugin, then with the whole
+/// SampleDB pipeline (its Python, JavaScript and Go plugins run natively by python3, node and
+/// go, which CI installs for the plugins' builds). Their timings mean nothing here; `cargo
+/// xtask bench` measures.
 fn benches_quick(workspace: &[&str]) -> Result<()> {
     cargo(&[&["test", "--no-run", "--benches"][..], workspace].concat())?;
-    for (bench, var, value) in [
-        ("runtime", "WINDLASS_BENCH_QUICK", "1"),
-        ("devcluster", "DEVCLUSTER_BENCH_OBJECTS", "200"),
-        ("host", "WINDLASS_BENCH_QUICK", "1"),
+    for (bench, vars) in [
+        ("runtime", &[("WINDLASS_BENCH_QUICK", "1")][..]),
+        ("devcluster", &[("DEVCLUSTER_BENCH_OBJECTS", "200")][..]),
+        ("host", &[("WINDLASS_BENCH_QUICK", "1")][..]),
+        (
+            "host",
+            &[
+                ("WINDLASS_BENCH_QUICK", "1"),
+                ("WINDLASS_BENCH_PIPELINE", "full"),
+            ][..],
+        ),
     ] {
         let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
         cmd.arg("test")
             .args(workspace)
             .args(["--bench", bench])
-            .env(var, value);
+            .envs(vars.iter().copied());
         run(&mut cmd)?;
     }
     Ok(())
