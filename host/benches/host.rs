@@ -100,6 +100,7 @@ use kube::{
     api::{DynamicObject, Patch, PatchParams, PostParams},
     core::{ApiResource, GroupVersionKind},
 };
+use sampledb_api::ROLE_LABEL;
 use serde_json::json;
 use windlass::crd::WasmPlugin;
 use windlass_devcluster::{DevCluster, Options};
@@ -523,9 +524,6 @@ fn print_table(setup: &Setup, heading: &str, rows: &[(&str, &Run)]) {
         );
     }
 }
-
-/// The label the primary election puts on each database Pod.
-const ROLE_LABEL: &str = "samples.windlass.dev/role";
 
 /// Memory per parent kind: one host with one kind, then one with `kinds`, each kind served by
 /// its own copy of the `guest-kinds` plugin (a distinct component: its own digest, compile and
