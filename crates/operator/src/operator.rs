@@ -172,7 +172,23 @@ async fn run_controllers(
     kinds.abort();
     let _ = plugins.await;
     let _ = kinds.await;
+    // The controllers `kinds` ran are tasks of their own, aborted as it was dropped; an
+    // aborted task is dropped when the runtime next reaches it, not when `abort` returns. Wait
+    // until their cut reconciles are gone — each has told its span and been counted
+    // `cancelled` by then — so that nothing of this leadership still runs once this returns
+    // and the Lease is freed. Not draining: a host that lost the lease may lead again.
+    let left = shared.running.none_running(CUT_GONE).await;
+    if left > 0 {
+        tracing::warn!(
+            reconciles = left,
+            "stopped controllers' reconciles not gone yet"
+        );
+    }
 }
+
+/// How long the reconciles of aborted controllers get to be dropped (the next turn of the
+/// runtime; this is only a bound).
+const CUT_GONE: std::time::Duration = std::time::Duration::from_secs(2);
 
 async fn stopped(mut shutdown: watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|s| *s).await;

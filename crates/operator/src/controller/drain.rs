@@ -48,6 +48,12 @@ impl Drain {
     /// Returns how many still ran when it gave up (0: all finished).
     pub async fn drain(&self, within: Duration) -> usize {
         self.state.send_modify(|s| s.draining = true);
+        self.none_running(within).await
+    }
+
+    /// Waits until no reconcile runs, at most `within`, without stopping new ones from
+    /// starting. Returns how many still ran when it gave up (0: none).
+    pub async fn none_running(&self, within: Duration) -> usize {
         let mut state = self.state.subscribe();
         let finished = tokio::time::timeout(within, state.wait_for(|s| s.running == 0)).await;
         if finished.is_ok() {
