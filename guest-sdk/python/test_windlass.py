@@ -140,6 +140,23 @@ class OutputEditsTheDesiredSet(unittest.TestCase):
         cm["data"]["k"] = "2"
         self.assertEqual(out.find("v1/ConfigMap", "a")["data"], {"k": "1"})
 
+    def test_apply_copies_nested_values_and_keeps_other_types_as_deepcopy_did(self):
+        class Tag(dict):
+            pass
+
+        stamp = Tag(at="noon")
+        obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "labels": {"x": "1"}}, "data": {"list": [{"n": 1}, [2, 3.5, True, None]], "tag": stamp}}
+        held = Output().apply(obj)
+        self.assertEqual(held, obj)
+        obj["metadata"]["labels"]["x"] = "2"
+        obj["data"]["list"][0]["n"] = 9
+        obj["data"]["list"][1].append(4)
+        stamp["at"] = "dusk"
+        self.assertEqual(held["metadata"]["labels"], {"x": "1"})
+        self.assertEqual(held["data"]["list"], [{"n": 1}, [2, 3.5, True, None]])
+        self.assertIs(type(held["data"]["tag"]), Tag)
+        self.assertEqual(held["data"]["tag"], {"at": "noon"})
+
     def test_apply_needs_api_version_kind_and_name(self):
         for obj in ({"kind": "ConfigMap", "metadata": {"name": "a"}}, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}, "text"):
             with self.assertRaisesRegex(Failed, "^a child needs apiVersion, kind and metadata.name: "):

@@ -1,11 +1,10 @@
 """What the host gave a plugin for one run, as plain dicts."""
 
-import copy
 import json
 
 from .errors import Failed, InvalidConfig, InvalidParent
 from .objects import is_object, kind_of
-from .output import Output
+from .output import Output, clone
 
 RECONCILE = "reconcile"
 FINALIZE = "finalize"
@@ -133,4 +132,4 @@ class Context:
 
     def output(self):
         """An Output holding (a copy of) the earlier plugins' desired set, ready to add to."""
-        return Output(copy.deepcopy(self.desired))
+        return Output(clone(self.desired))

@@ -41,6 +41,20 @@ class Parts:
     finalized: bool
 
 
+def clone(value):
+    """A deep copy of a JSON value. Dicts, lists and JSON scalars are copied here, about three
+    times faster than `copy.deepcopy` (which a plugin's run paid on every object it applied,
+    interpreted inside the sandbox); anything else goes through `copy.deepcopy`, as before."""
+    t = type(value)
+    if t is dict:
+        return {k: clone(v) for k, v in value.items()}
+    if t is list:
+        return [clone(v) for v in value]
+    if t is str or t is int or t is float or t is bool or value is None:
+        return value
+    return copy.deepcopy(value)
+
+
 def dump(obj) -> str:
     """Compact JSON, as the host reads it."""
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -72,7 +86,7 @@ class Output:
         if not kind_of(obj) or not name_of(obj):
             text = dump(obj) if isinstance(obj, dict) else repr(obj)
             raise Failed(f"a child needs apiVersion, kind and metadata.name: {text[:200]}")
-        obj = copy.deepcopy(obj)
+        obj = clone(obj)
         kind, name = kind_of(obj), name_of(obj)
         for i, existing in enumerate(self.desired):
             if is_object(existing, kind, name):
