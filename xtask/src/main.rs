@@ -33,7 +33,8 @@
 //!   `WINDLASS_CHAOS_REAL_PARENTS` sets both), with release hosts, printing their figures; CI
 //!   runs the short version on both planes and the restarts with 6 parents with the other tests.
 //! - `bench languages`: the plugin template in Rust, Python, JavaScript and Go: size, load
-//!   (compiling, from cache) and call (fresh, reused) times, printing ratios to Rust.
+//!   (compiling, from cache) and call (fresh, reused, native) times, printing ratios to Rust;
+//!   every variant must answer alike.
 //! - `bench host [--parents N]`: `windlass run` vs a native kube-runtime controller vs the
 //!   same host with a native Engine on N SampleDBs (default 1,000): convergence time, peak RSS,
 //!   the same children from each, hot swap vs restart; with
@@ -588,19 +589,22 @@ fn ci() -> Result<()> {
     on_dev.and(on_real).and(image).and(reproducible).and(cosign)
 }
 
-/// Every benchmark built (the test profile, so on the tests' build), and three run short:
+/// Every benchmark built (the test profile, so on the tests' build), and each run short:
 /// `runtime` checks that the native, wasm and webhook variants agree, `devcluster` that every
-/// create, patch and watch succeeds, `host` (20 parents, on the test build's host and examples,
-/// which `cargo test --no-run` built) that `windlass run`, the native controller and the host
-/// with a native Engine make the same children — with the storage plugin, then with the whole
-/// SampleDB pipeline (its Python, JavaScript and Go plugins run natively by python3, node and
-/// go, which CI installs for the plugins' builds). Their timings mean nothing here; `cargo
+/// create, patch and watch succeeds, `languages` that the template in all four languages,
+/// fresh and reused, and its Rust, Python and JavaScript native runs answer alike (the
+/// templates are built with the toolchains CI installs for the plugins), `host` (20 parents,
+/// on the test build's host and examples, which `cargo test --no-run` built) that `windlass
+/// run`, the native controller and the host with a native Engine make the same children — with
+/// the storage plugin, then with the whole SampleDB pipeline (its Python, JavaScript and Go
+/// plugins run natively by python3, node and go). Their timings mean nothing here; `cargo
 /// xtask bench` measures.
 fn benches_quick(workspace: &[&str]) -> Result<()> {
     cargo(&[&["test", "--no-run", "--benches"][..], workspace].concat())?;
     for (bench, vars) in [
         ("runtime", &[("WINDLASS_BENCH_QUICK", "1")][..]),
         ("devcluster", &[("DEVCLUSTER_BENCH_OBJECTS", "200")][..]),
+        ("languages", &[("WINDLASS_BENCH_QUICK", "1")][..]),
         ("host", &[("WINDLASS_BENCH_QUICK", "1")][..]),
         (
             "host",
