@@ -71,6 +71,8 @@ const WRAPPERS: &[(&str, &str, &str)] = &[
     ),
     // The storage plugin with one more label on its objects: a changed version to replay.
     ("STORAGE_V2", "guest-storage-v2", "guest_storage_v2"),
+    // The storage plugin's decision made `repeat` times a call: the runtime benchmark's floor.
+    ("STORAGE_LOOP", "guest-storage-loop", "guest_storage_loop"),
 ];
 
 fn main() {

@@ -13,6 +13,16 @@
 //! prints the instructions per call — the difference of the two runs' totals over 200 calls, so
 //! that start-up and loading cancel out — and their ratios. `WINDLASS_BENCH_PLUGIN` names
 //! another build of the storage component to measure (its logic must be this checkout's).
+//!
+//! It also measures (e), the floor under (b) and (c): the same decision run as wasm inside an
+//! instance, with no call crossing into it (in instructions under callgrind, otherwise as the
+//! difference of two medians; always the workspace's build, whatever `WINDLASS_BENCH_PLUGIN`
+//! says). The `guest-storage-loop` test guest
+//! makes the decision `repeat` times a call exactly as the plugin's export does (parse, decide,
+//! serialise); a reused instance's call with `repeat: 2` less one with `repeat: 1` is one
+//! decision. e/a is what the logic costs as Cranelift compiles it against LLVM's native code —
+//! nothing on the host's side can take a call below it — and c/e and b/e what the sandbox adds
+//! to it: the crossing, and for (b) the instance.
 
 use std::{
     sync::Arc,
@@ -74,6 +84,14 @@ fn request() -> Request {
     }
 }
 
+/// The request with the loop guest's config: the decision made `repeat` times in one call.
+fn looped_request(repeat: u32) -> Request {
+    Request {
+        config: json!({ "repeat": repeat }).to_string(),
+        ..request()
+    }
+}
+
 fn native(req: &Request) -> (Vec<String>, Option<String>) {
     run_json::<Storage>(
         windlass_sdk::Phase::Reconcile,
@@ -114,6 +132,11 @@ const COUNTED: [(&str, &str); 3] = [
     ("fresh", "(b) wasm, fresh sandbox per call"),
     ("reused", "(c) wasm, reused instance"),
 ];
+/// The loop guest's calls, with `repeat` 1 and 2: their difference is the floor (e).
+const LOOPED: [(&str, &str); 2] = [
+    ("loop-1", "(e1) wasm, reused, 1 decision"),
+    ("loop-2", "(e2) wasm, reused, 2 decisions"),
+];
 /// The calls of the two runs per variant whose difference is counted.
 const CALLS: (u64, u64) = (20, 220);
 
@@ -139,7 +162,7 @@ fn count_instructions() {
     std::fs::create_dir_all(&scratch).expect("scratch directory");
     let mut per_call = Vec::new();
     // A first run with no calls fills the cache, so that no counted run compiles.
-    for (variant, name) in [("native", "")].into_iter().chain(COUNTED) {
+    for (variant, name) in [("native", "")].into_iter().chain(COUNTED).chain(LOOPED) {
         let mut totals = Vec::new();
         let runs = if name.is_empty() {
             &[0][..]
@@ -182,14 +205,35 @@ fn count_instructions() {
     for (name, n) in &per_call {
         println!("{name:<34} {:>12.3} M", *n as f64 / 1e6);
     }
-    let ratio = |x: usize| per_call[x].1 as f64 / per_call[0].1 as f64;
+    let floor = per_call[4].1.checked_sub(per_call[3].1).unwrap_or_else(|| {
+        panic!("the loop guest: two decisions counted fewer than one: {per_call:?}")
+    });
+    println!(
+        "{:<34} {:>12.3} M",
+        "(e) the decision as wasm (e2 − e1)",
+        floor as f64 / 1e6
+    );
+    let ratio = |x: u64, y: u64| x as f64 / y as f64;
+    let (a, b, c) = (per_call[0].1, per_call[1].1, per_call[2].1);
     println!(
         "ratio b/a (fresh sandbox / native)  {:>6.2}  (target <= 1.5)",
-        ratio(1)
+        ratio(b, a)
     );
     println!(
         "ratio c/a (reused instance / native) {:>6.2}  (target <= 1.2)",
-        ratio(2)
+        ratio(c, a)
+    );
+    println!(
+        "ratio e/a (the logic as wasm / native: the floor) {:>6.2}",
+        ratio(floor, a)
+    );
+    println!(
+        "ratio b/e (fresh sandbox / the floor) {:>6.2}",
+        ratio(b, floor)
+    );
+    println!(
+        "ratio c/e (reused instance / the floor) {:>6.2}",
+        ratio(c, floor)
     );
 }
 
@@ -232,7 +276,18 @@ fn main() {
             },
         )
         .expect("load");
+    let looped = runtime
+        .load(
+            "storage-loop",
+            &std::fs::read(windlass_test_guests::STORAGE_LOOP).expect("loop guest"),
+            LoadOptions {
+                mode: InstanceMode::Reuse,
+                ..LoadOptions::default()
+            },
+        )
+        .expect("load the loop guest");
     let req = request();
+    let (once, twice) = (looped_request(1), looped_request(2));
     let (warmup, rounds, per_round) = sizes();
 
     // The three must agree before their speed means anything.
@@ -243,6 +298,15 @@ fn main() {
             (resp.desired, resp.status),
             expected,
             "wasm and native disagree"
+        );
+    }
+    for req in [&once, &twice] {
+        let resp = looped.call(req).expect("loop guest call");
+        assert_eq!(
+            (resp.desired, resp.status),
+            expected,
+            "the loop guest ({}) and native disagree",
+            req.config
         );
     }
 
@@ -258,7 +322,11 @@ fn main() {
                 "native" => drop(std::hint::black_box(native(&req))),
                 "fresh" => drop(std::hint::black_box(fresh.call(&req).expect("fresh"))),
                 "reused" => drop(std::hint::black_box(reused.call(&req).expect("reused"))),
-                other => panic!("WINDLASS_BENCH_VARIANT={other}: native, fresh or reused"),
+                "loop-1" => drop(std::hint::black_box(looped.call(&once).expect("loop-1"))),
+                "loop-2" => drop(std::hint::black_box(looped.call(&twice).expect("loop-2"))),
+                other => panic!(
+                    "WINDLASS_BENCH_VARIANT={other}: native, fresh, reused, loop-1 or loop-2"
+                ),
             }
         }
         return;
@@ -326,11 +394,14 @@ fn main() {
     assert_eq!(webhook(&req), expected, "webhook and native disagree");
 
     let (mut a, mut b, mut c, mut d) = (vec![], vec![], vec![], vec![]);
+    let (mut e1, mut e2) = (vec![], vec![]);
     for _ in 0..warmup {
         std::hint::black_box(native(&req));
         std::hint::black_box(fresh.call(&req).expect("fresh"));
         std::hint::black_box(reused.call(&req).expect("reused"));
         std::hint::black_box(webhook(&req));
+        std::hint::black_box(looped.call(&once).expect("loop-1"));
+        std::hint::black_box(looped.call(&twice).expect("loop-2"));
     }
     // Rounds interleave the variants so that machine noise falls on all of them alike.
     for _ in 0..rounds {
@@ -346,8 +417,16 @@ fn main() {
         sample(&mut d, per_round, || {
             drop(std::hint::black_box(webhook(&req)))
         });
+        sample(&mut e1, per_round, || {
+            drop(std::hint::black_box(looped.call(&once).expect("loop-1")))
+        });
+        sample(&mut e2, per_round, || {
+            drop(std::hint::black_box(looped.call(&twice).expect("loop-2")))
+        });
     }
     let (a, b, c, d) = (stats(a), stats(b), stats(c), stats(d));
+    // The floor: one more decision inside the loop guest's call (medians' difference).
+    let e = stats(e2).median.saturating_sub(stats(e1).median);
     let (_, fresh_stats) = fresh.call_measured(&req);
     println!(
         "guest linear memory peak per call: {} KiB",
@@ -368,6 +447,11 @@ fn main() {
     ] {
         println!("{name:<34} {:>12.1} {:>12.1}", us(s.median), us(s.p99));
     }
+    println!(
+        "{:<34} {:>12.1}",
+        "(e) the decision as wasm (e2 − e1)",
+        us(e)
+    );
     let ratio = |x: &Stats, y: &Stats| x.median.as_secs_f64() / y.median.as_secs_f64();
     println!(
         "ratio b/a (fresh sandbox / native)  {:>6.2}  (target <= 1.5)",
@@ -380,5 +464,14 @@ fn main() {
     println!(
         "ratio d/b (webhook / fresh sandbox) {:>6.2}  (target >= 5)",
         ratio(&d, &b)
+    );
+    let per = |x: Duration, y: Duration| x.as_secs_f64() / y.as_secs_f64();
+    println!(
+        "ratio e/a (the logic as wasm / native: the floor) {:>6.2}",
+        per(e, a.median)
+    );
+    println!(
+        "ratio c/e (reused instance / the floor) {:>6.2}",
+        per(c.median, e)
     );
 }
