@@ -79,10 +79,15 @@ impl<'a> KindKey<'a> {
     /// `group/version/Kind` or `version/Kind`; `None` for anything else (an empty part, no
     /// version, more than three parts).
     pub fn parse(key: &'a str) -> Option<Self> {
-        let parts: Vec<&str> = key.split('/').collect();
-        let (group, version, kind) = match parts[..] {
-            [version, kind] => ("", version, kind),
-            [group, version, kind] if !group.is_empty() => (group, version, kind),
+        // Borrowed parts, no allocation: the policy parses the key of every known and
+        // privileged kind for every desired object of every reconcile.
+        let mut parts = key.split('/');
+        let (group, version, kind) = match [parts.next(), parts.next(), parts.next(), parts.next()]
+        {
+            [Some(version), Some(kind), None, None] => ("", version, kind),
+            [Some(group), Some(version), Some(kind), None] if !group.is_empty() => {
+                (group, version, kind)
+            }
             _ => return None,
         };
         (!version.is_empty() && !kind.is_empty()).then_some(KindKey {
