@@ -17,10 +17,9 @@
 //! It also measures (e), the floor under (b) and (c): the same decision run as wasm inside an
 //! instance, with no call crossing into it (in instructions under callgrind, otherwise as the
 //! difference of two medians; always the workspace's build, whatever `WINDLASS_BENCH_PLUGIN`
-//! says). The `guest-storage-loop` test guest
-//! makes the decision `repeat` times a call exactly as the plugin's export does (parse, decide,
-//! serialise); a reused instance's call with `repeat: 2` less one with `repeat: 1` is one
-//! decision. e/a is what the logic costs as Cranelift compiles it against LLVM's native code —
+//! says). The `guest-storage-loop` test guest makes the decision `repeat` times a call exactly
+//! as the plugin's export does (parse, decide, serialise); a reused instance's call with
+//! `repeat: 2` less one with `repeat: 1` is one decision. e/a is what the logic costs as Cranelift compiles it against LLVM's native code —
 //! nothing on the host's side can take a call below it — and c/e and b/e what the sandbox adds
 //! to it: the crossing, and for (b) the instance.
 
@@ -195,26 +194,36 @@ fn count_instructions() {
             panic!("{variant}: {CALLS:?} calls counted {totals:?}: fewer with more calls")
         }) / (CALLS.1 - CALLS.0);
         eprintln!("{name}: {n} instructions per call");
-        per_call.push((name, n));
+        per_call.push((variant, name, n));
     }
     let _ = std::fs::remove_dir_all(&scratch);
     println!(
         "runtime benchmark under callgrind: SampleDB storage decision, instructions per call ({} − {} calls)",
         CALLS.1, CALLS.0
     );
-    for (name, n) in &per_call {
+    for (_, name, n) in &per_call {
         println!("{name:<34} {:>12.3} M", *n as f64 / 1e6);
     }
-    let floor = per_call[4].1.checked_sub(per_call[3].1).unwrap_or_else(|| {
-        panic!("the loop guest: two decisions counted fewer than one: {per_call:?}")
-    });
+    // By the variant's name, not its place in the list.
+    let count = |variant: &str| {
+        per_call
+            .iter()
+            .find(|(v, _, _)| *v == variant)
+            .map(|(_, _, n)| *n)
+            .unwrap_or_else(|| panic!("no count for the variant {variant}: {per_call:?}"))
+    };
+    let floor = count("loop-2")
+        .checked_sub(count("loop-1"))
+        .unwrap_or_else(|| {
+            panic!("the loop guest: two decisions counted fewer than one: {per_call:?}")
+        });
     println!(
         "{:<34} {:>12.3} M",
         "(e) the decision as wasm (e2 − e1)",
         floor as f64 / 1e6
     );
     let ratio = |x: u64, y: u64| x as f64 / y as f64;
-    let (a, b, c) = (per_call[0].1, per_call[1].1, per_call[2].1);
+    let (a, b, c) = (count("native"), count("fresh"), count("reused"));
     println!(
         "ratio b/a (fresh sandbox / native)  {:>6.2}  (target <= 1.5)",
         ratio(b, a)
