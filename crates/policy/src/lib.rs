@@ -27,7 +27,8 @@ pub mod pod_security;
 pub mod references;
 mod spelling;
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::LazyLock;
 
 use serde_json::Value;
 
@@ -105,12 +106,20 @@ const PRIVILEGED: &[&str] = &[
 /// case: a kind served at `v1beta1` too is no less privileged there, and another spelling
 /// (refused as such by the policy) fails closed here too.
 pub fn is_privileged(kind: &str) -> bool {
-    // Borrowed parts, no allocation: this runs for every desired object of every reconcile.
+    // This runs for every desired object of every reconcile: the list is indexed by group once,
+    // and the key's parts are borrowed.
+    static BY_GROUP: LazyLock<HashMap<&str, Vec<&str>>> = LazyLock::new(|| {
+        let mut by_group: HashMap<&str, Vec<&str>> = HashMap::new();
+        for p in PRIVILEGED {
+            let (group, name) = group_kind(p);
+            by_group.entry(group).or_default().push(name);
+        }
+        by_group
+    });
     let (group, name) = group_kind(kind);
-    PRIVILEGED.iter().any(|p| {
-        let (g, k) = group_kind(p);
-        g == group && k.eq_ignore_ascii_case(name)
-    })
+    BY_GROUP
+        .get(group)
+        .is_some_and(|names| names.iter().any(|k| k.eq_ignore_ascii_case(name)))
 }
 
 /// Grants, by name, for privileged content of ordinary kinds.
@@ -384,6 +393,9 @@ pub struct Policy {
     pub max_nesting: u32,
     cluster_scoped: HashSet<String>,
     parent_kinds: HashSet<String>,
+    /// Every kind the spelling check compares with: built-in, privileged, cluster-scoped and
+    /// parent kinds, kept with the two sets above.
+    spellings: spelling::Kinds,
 }
 
 /// Annotation the policy sets on an object of a parent kind: how many parents made by plugins
@@ -410,6 +422,13 @@ impl Default for Policy {
             max_nesting: 2,
             cluster_scoped: CLUSTER_SCOPED.iter().map(|s| s.to_string()).collect(),
             parent_kinds: HashSet::new(),
+            spellings: {
+                let mut kinds = spelling::Kinds::built_in();
+                for k in PRIVILEGED.iter().chain(CLUSTER_SCOPED) {
+                    kinds.add(k);
+                }
+                kinds
+            },
         }
     }
 }
@@ -489,7 +508,9 @@ type Refusal = (String, String, Rule, String);
 impl Policy {
     /// Tells the policy that a kind (a CRD found by discovery) is cluster-scoped.
     pub fn add_cluster_scoped(&mut self, kind: impl Into<String>) {
-        self.cluster_scoped.insert(kind.into());
+        let kind = kind.into();
+        self.spellings.add(&kind);
+        self.cluster_scoped.insert(kind);
     }
 
     /// Whether objects of `kind` live outside namespaces.
@@ -500,7 +521,9 @@ impl Policy {
     /// Tells the policy that the host serves `kind` (`group/version/Kind`) as a parent: a plugin
     /// makes objects of it only when granted by name, and only [`Policy::max_nesting`] deep.
     pub fn add_parent_kind(&mut self, kind: impl Into<String>) {
-        self.parent_kinds.insert(kind.into());
+        let kind = kind.into();
+        self.spellings.add(&kind);
+        self.parent_kinds.insert(kind);
     }
 
     /// Whether the host serves `kind` as a parent (in any version).
@@ -873,12 +896,7 @@ fn read(policy: &Policy, who: &Subject<'_>, text: &str) -> Result<Candidate, Ref
             format!("{kind_name:?} is not a Kind: an UpperCamelCase name of letters and digits"),
         ));
     }
-    let known = PRIVILEGED
-        .iter()
-        .copied()
-        .chain(policy.cluster_scoped.iter().map(String::as_str))
-        .chain(policy.parent_kinds.iter().map(String::as_str));
-    if let Err(why) = spelling::check(&kind, &object, known) {
+    if let Err(why) = spelling::check(&kind, &object, &policy.spellings) {
         return Err((format!(" {kind}"), "kind".into(), Rule::InvalidObject, why));
     }
     let metadata = map.get("metadata").and_then(Value::as_object);

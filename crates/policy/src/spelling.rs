@@ -10,6 +10,8 @@
 //! - a known kind in another case (`ROLEBINDING`, `Rolebinding`): the rules for `RoleBinding`
 //!   would not see it.
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
 use crate::group_kind;
@@ -27,34 +29,66 @@ const BUILT_IN: &[&str] = &[
     "resource.k8s.io/ResourceClaimTemplate",
 ];
 
-/// Refuses a list, and a kind of `known` (`group/version/Kind` entries) or [`BUILT_IN`] spelled in
-/// another case. `kind` is `group/version/Kind`.
+/// The kinds [`check`] compares a kind with, by group: [`BUILT_IN`] and the kinds added. Built
+/// once per policy: the check runs for every desired object of every reconcile.
+#[derive(Debug, Clone)]
+pub struct Kinds {
+    by_group: HashMap<String, Vec<String>>,
+}
+
+impl Kinds {
+    /// [`BUILT_IN`] only.
+    pub fn built_in() -> Self {
+        let mut kinds = Kinds {
+            by_group: HashMap::new(),
+        };
+        for k in BUILT_IN {
+            let (group, name) = k.split_once('/').unwrap_or(("", k));
+            kinds.insert(group, name);
+        }
+        kinds
+    }
+
+    /// Adds a known kind, `group/version/Kind`.
+    pub fn add(&mut self, kind: &str) {
+        let (group, name) = group_kind(kind);
+        self.insert(group, name);
+    }
+
+    fn insert(&mut self, group: &str, name: &str) {
+        let names = self.by_group.entry(group.to_string()).or_default();
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_string());
+        }
+    }
+}
+
+/// Refuses a list, and a kind of `kinds` spelled in another case. `kind` is
+/// `group/version/Kind`.
 ///
 /// # Errors
 /// Why, naming the spelling the API server serves.
-pub fn check<'a>(
-    kind: &str,
-    object: &Value,
-    known: impl IntoIterator<Item = &'a str>,
-) -> Result<(), String> {
+pub fn check(kind: &str, object: &Value, kinds: &Kinds) -> Result<(), String> {
     let (group, name) = group_kind(kind);
     if name == "List" || (name.ends_with("List") && object.get("items").is_some()) {
         return Err(format!(
             "kind {name} is a list, which kubectl unpacks and no rule would see inside: return its items one by one"
         ));
     }
-    let built_in = BUILT_IN
+    let same_group = kinds
+        .by_group
+        .get(group)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    match same_group
         .iter()
-        .map(|k| k.split_once('/').unwrap_or(("", k)));
-    let known = known.into_iter().map(group_kind);
-    for (g, k) in built_in.chain(known) {
-        if g == group && k != name && k.eq_ignore_ascii_case(name) {
-            return Err(format!(
-                "kind {name} is not served: the API server serves {k} (kinds are case-sensitive)"
-            ));
-        }
+        .find(|k| *k != name && k.eq_ignore_ascii_case(name))
+    {
+        Some(k) => Err(format!(
+            "kind {name} is not served: the API server serves {k} (kinds are case-sensitive)"
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -64,44 +98,76 @@ mod tests {
 
     const KNOWN: &[&str] = &["rbac.authorization.k8s.io/v1/RoleBinding"];
 
+    fn known() -> Kinds {
+        let mut kinds = Kinds::built_in();
+        for k in KNOWN {
+            kinds.add(k);
+        }
+        kinds
+    }
+
     #[test]
     fn lists_and_other_spellings_of_known_kinds_are_refused() {
         let list = json!({"kind": "List", "items": [{"kind": "ClusterRoleBinding"}]});
-        let why = check("v1/List", &list, KNOWN.iter().copied()).unwrap_err();
+        let why = check("v1/List", &list, &known()).unwrap_err();
         assert!(why.starts_with("kind List is a list"), "{why}");
         let typed = json!({"items": []});
-        assert!(check("v1/ConfigMapList", &typed, KNOWN.iter().copied()).is_err());
+        assert!(check("v1/ConfigMapList", &typed, &known()).is_err());
         let why = check(
             "rbac.authorization.k8s.io/v1/ROLEBINDING",
             &json!({}),
-            KNOWN.iter().copied(),
+            &known(),
         )
         .unwrap_err();
         assert_eq!(
             why,
             "kind ROLEBINDING is not served: the API server serves RoleBinding (kinds are case-sensitive)"
         );
-        assert!(check("apps/v1/Statefulset", &json!({}), []).is_err());
-        assert!(check("v1/CONFIGMAP", &json!({}), []).is_err());
+        assert!(check("apps/v1/Statefulset", &json!({}), &Kinds::built_in()).is_err());
+        assert!(check("v1/CONFIGMAP", &json!({}), &Kinds::built_in()).is_err());
     }
 
     #[test]
     fn canonical_kinds_and_kinds_of_other_groups_pass() {
-        assert_eq!(check("apps/v1/StatefulSet", &json!({}), []), Ok(()));
+        assert_eq!(
+            check("apps/v1/StatefulSet", &json!({}), &Kinds::built_in()),
+            Ok(())
+        );
         assert_eq!(
             check(
                 "rbac.authorization.k8s.io/v1/RoleBinding",
                 &json!({}),
-                KNOWN.iter().copied()
+                &known()
             ),
             Ok(())
         );
         // The same letters in another group are another kind.
-        assert_eq!(check("example.com/v1/STATEFULSET", &json!({}), []), Ok(()));
-        // A kind ending in List without items is an ordinary kind.
         assert_eq!(
-            check("example.com/v1/ShoppingList", &json!({"spec": {}}), []),
+            check("example.com/v1/STATEFULSET", &json!({}), &Kinds::built_in()),
             Ok(())
         );
+        // A kind ending in List without items is an ordinary kind.
+        assert_eq!(
+            check(
+                "example.com/v1/ShoppingList",
+                &json!({"spec": {}}),
+                &Kinds::built_in()
+            ),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn a_kind_added_later_is_compared_too() {
+        let mut kinds = Kinds::built_in();
+        assert_eq!(check("example.com/v1/WIDGET", &json!({}), &kinds), Ok(()));
+        kinds.add("example.com/v1/Widget");
+        kinds.add("example.com/v1/Widget");
+        assert!(check("example.com/v1/WIDGET", &json!({}), &kinds).is_err());
+        assert_eq!(
+            check("example.com/v1beta1/Widget", &json!({}), &kinds),
+            Ok(())
+        );
+        assert_eq!(kinds.by_group["example.com"], ["Widget"]);
     }
 }
