@@ -918,17 +918,36 @@ pub fn controlled_by(object: &Value, uid: &str) -> bool {
 /// [`APPLIED_ANNOTATION`].
 pub fn stamp(object: &mut Value) {
     use sha2::{Digest, Sha256};
+    use std::fmt::Write as _;
     if let Some(annotations) = object
         .at_mut("/metadata/annotations")
         .and_then(Value::as_object_mut)
     {
         annotations.remove(APPLIED_ANNOTATION);
     }
+    /// Serialised bytes go straight into the hash: no buffer per object.
+    struct Hashing(Sha256);
+    impl std::io::Write for Hashing {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.update(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
     // serde_json keeps object keys sorted, so equal objects serialize to equal bytes.
-    let bytes = serde_json::to_vec(&*object).unwrap_or_default();
-    let hash = format!("{:x}", Sha256::digest(&bytes));
+    let mut hashing = Hashing(Sha256::new());
+    // Writing into the hash cannot fail, nor can serialising a `Value`.
+    let _ = serde_json::to_writer(&mut hashing, &*object);
+    let digest = hashing.0.finalize();
+    // The first 16 bytes, in lower-case hex.
+    let mut hash = String::with_capacity(32);
+    for b in &digest[..16] {
+        let _ = write!(hash, "{b:02x}");
+    }
     let meta = ensure_object(object, "metadata");
-    child_map(meta, "annotations").insert(APPLIED_ANNOTATION.into(), json!(hash[..32]));
+    child_map(meta, "annotations").insert(APPLIED_ANNOTATION.into(), Value::String(hash));
 }
 
 /// The object the host applies for `desired` given its claim, and whether with `force`:
@@ -968,12 +987,11 @@ pub fn to_apply(
 /// alone is not enough: someone may have changed a value since. Together they mean the apply is
 /// a no-op, so skipping it saves a write per child per reconcile; anything else is applied.
 pub fn up_to_date(object: &Value, observed: &[Value]) -> bool {
-    let stamp = |o: &Value| {
+    fn stamp(o: &Value) -> Option<&str> {
         o.at("/metadata/annotations")
             .and_then(|a| a.get(APPLIED_ANNOTATION))
             .and_then(Value::as_str)
-            .map(str::to_owned)
-    };
+    }
     let Some(want) = stamp(object) else {
         return false;
     };
@@ -981,7 +999,7 @@ pub fn up_to_date(object: &Value, observed: &[Value]) -> bool {
     observed
         .iter()
         .find(|o| id.is(o))
-        .is_some_and(|o| stamp(o).as_deref() == Some(want.as_str()) && holds(o, object))
+        .is_some_and(|o| stamp(o) == Some(want) && holds(o, object))
 }
 
 /// Whether `observed` holds every value of `wanted`: objects key by key (extra observed keys,
@@ -1462,6 +1480,42 @@ mod tests {
         );
         stamp(&mut o);
         o
+    }
+
+    #[test]
+    fn the_stamp_is_the_first_half_of_the_sha256_of_the_object_as_json() {
+        // Fixed: a stamp that changed between versions would re-apply every child after an
+        // upgrade. The hash is of the bytes `{"apiVersion":"v1","data":{"a":"1"},"kind":
+        // "ConfigMap","metadata":{"name":"orders"}}`, keys sorted, without the stamp itself.
+        let mut object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "orders"}, "data": {"a": "1"}});
+        stamp(&mut object);
+        assert_eq!(
+            object["metadata"]["annotations"][APPLIED_ANNOTATION],
+            "659718d7659df8cc7d03344ffb2d1331"
+        );
+        // Stamping again hashes the object without the old stamp: the same.
+        object["metadata"]
+            .as_object_mut()
+            .expect("metadata")
+            .remove("annotations");
+        let mut again = object.clone();
+        again["metadata"]["annotations"] = json!({APPLIED_ANNOTATION: "stale"});
+        stamp(&mut object);
+        stamp(&mut again);
+        assert_ne!(
+            object, again,
+            "an emptied annotations map is part of the object"
+        );
+        assert_eq!(
+            again["metadata"]["annotations"],
+            json!({APPLIED_ANNOTATION: stamped_bytes(br#"{"apiVersion":"v1","data":{"a":"1"},"kind":"ConfigMap","metadata":{"annotations":{},"name":"orders"}}"#)})
+        );
+    }
+
+    fn stamped_bytes(bytes: &[u8]) -> String {
+        use sha2::{Digest, Sha256};
+        format!("{:x}", Sha256::digest(bytes))[..32].to_string()
     }
 
     /// What the cluster would hold after applying `object`: defaults and status added.
