@@ -33,7 +33,18 @@ pub fn api(
 /// # Errors
 /// When the object cannot be encoded as JSON.
 pub fn typed_json(obj: &DynamicObject, ar: &ApiResource) -> Result<Value, serde_json::Error> {
-    let mut value = serde_json::to_value(obj)?;
+    // What serialising the whole object gives, built from its parts: the data's fields are
+    // copied, not serialised one by one into a new tree as `#[serde(flatten)]` does (this runs
+    // for every observed child of every reconcile).
+    let mut value = match &obj.data {
+        Value::Object(data) => {
+            let mut map = data.clone();
+            map.insert("metadata".into(), serde_json::to_value(&obj.metadata)?);
+            Value::Object(map)
+        }
+        Value::Null => serde_json::json!({"metadata": serde_json::to_value(&obj.metadata)?}),
+        _ => serde_json::to_value(obj)?,
+    };
     if let Some(map) = value.as_object_mut() {
         map.insert("apiVersion".into(), Value::String(ar.api_version.clone()));
         map.insert("kind".into(), Value::String(ar.kind.clone()));
@@ -91,6 +102,35 @@ mod tests {
             Some("/api/v1/nodes")
         );
         assert_eq!(scoped(&nodes(), Some("shop"), false), None);
+    }
+
+    #[test]
+    fn typed_json_is_the_whole_object_serialised_with_its_type() {
+        let objects = [
+            serde_json::json!({"metadata": {"name": "a", "labels": {"x": "1"}}, "data": {"k": "v"},
+                "binaryData": {}, "immutable": true}),
+            serde_json::json!({"apiVersion": "v0", "kind": "Old", "metadata": {"name": "b"}}),
+            serde_json::json!({}),
+        ];
+        let made = DynamicObject::new("d", &config_maps());
+        let objects = objects
+            .into_iter()
+            .map(|json| serde_json::from_value(json).unwrap())
+            .chain([
+                made.clone(),
+                made.data(serde_json::json!({"data": {"k": "v"}})),
+            ]);
+        for obj in objects {
+            let json = serde_json::to_string(&obj).unwrap();
+            let mut whole = serde_json::to_value(&obj).unwrap();
+            whole["apiVersion"] = "v1".into();
+            whole["kind"] = "ConfigMap".into();
+            assert_eq!(typed_json(&obj, &config_maps()).unwrap(), whole, "{json}");
+        }
+        // Data that is not a map cannot be flattened into an object: refused as before.
+        let mut odd = DynamicObject::new("c", &config_maps());
+        odd.data = serde_json::json!("text");
+        assert!(typed_json(&odd, &config_maps()).is_err());
     }
 
     #[test]

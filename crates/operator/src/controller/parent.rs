@@ -275,11 +275,12 @@ async fn steps(
     }
     let ignored = serving(ctx, deleting).map_err(Failure::Told)?;
     ctx.remembered.reconciling(obj);
-    let parent =
-        crate::k8s::typed_json(obj, &ctx.resource).map_err(|source| ReconcileError::Encode {
+    let parent: Arc<Value> = crate::k8s::typed_json(obj, &ctx.resource)
+        .map_err(|source| ReconcileError::Encode {
             object: obj.name_any(),
             source,
-        })?;
+        })?
+        .into();
     // The host's finalizer.
     let finalizing = pipeline.stages.iter().any(|s| s.plugin.info().finalizes);
     if !finalizer::hold(obj, ctx, finalizing).await? {
@@ -292,7 +293,8 @@ async fn steps(
         return Ok(Action::await_change());
     }
     // Observe.
-    let observed = plan::ours(observe(obj, ctx), &uid);
+    // Shared with the pipeline's blocking task, not copied for it.
+    let observed: Arc<[Value]> = plan::ours(observe(obj, ctx), &uid).into();
     tracing::debug!(observed = observed.len(), "observed from the caches");
     // Run.
     let mut outcome = run_pipeline(
@@ -301,7 +303,7 @@ async fn steps(
         pipeline.clone(),
         phase,
         parent.clone(),
-        observed.clone(),
+        Arc::clone(&observed),
     )
     .await
     .map_err(Failure::Told)?;
@@ -451,8 +453,8 @@ async fn run_pipeline(
     uid: &str,
     pipeline: Arc<Pipeline>,
     phase: Phase,
-    parent: Value,
-    observed: Vec<Value>,
+    parent: Arc<Value>,
+    observed: Arc<[Value]>,
 ) -> Result<Outcome, ReconcileError> {
     let metrics = ctx.shared.metrics.clone();
     let now = windlass_contract::now_rfc3339();
