@@ -19,9 +19,10 @@
 //! difference of two medians; always the workspace's build, whatever `WINDLASS_BENCH_PLUGIN`
 //! says). The `guest-storage-loop` test guest makes the decision `repeat` times a call exactly
 //! as the plugin's export does (parse, decide, serialise); a reused instance's call with
-//! `repeat: 2` less one with `repeat: 1` is one decision. e/a is what the logic costs as Cranelift compiles it against LLVM's native code —
-//! nothing on the host's side can take a call below it — and c/e and b/e what the sandbox adds
-//! to it: the crossing, and for (b) the instance.
+//! `repeat: 2` less one with `repeat: 1` is one decision. e/a is what the logic costs as
+//! Cranelift compiles it against LLVM's native code — nothing on the host's side can take a call
+//! below it — and c/e and b/e what the sandbox adds to it: the crossing, and for (b) the
+//! instance.
 
 use std::{
     sync::Arc,

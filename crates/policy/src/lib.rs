@@ -27,7 +27,7 @@ pub mod pod_security;
 pub mod references;
 mod spelling;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashSet};
 use std::sync::LazyLock;
 
 use serde_json::Value;
@@ -106,20 +106,15 @@ const PRIVILEGED: &[&str] = &[
 /// case: a kind served at `v1beta1` too is no less privileged there, and another spelling
 /// (refused as such by the policy) fails closed here too.
 pub fn is_privileged(kind: &str) -> bool {
-    // This runs for every desired object of every reconcile: the list is indexed by group once,
-    // and the key's parts are borrowed.
-    static BY_GROUP: LazyLock<HashMap<&str, Vec<&str>>> = LazyLock::new(|| {
-        let mut by_group: HashMap<&str, Vec<&str>> = HashMap::new();
+    // This runs for every desired object of every reconcile: the list is indexed by group once.
+    static BY_GROUP: LazyLock<spelling::Kinds> = LazyLock::new(|| {
+        let mut kinds = spelling::Kinds::default();
         for p in PRIVILEGED {
-            let (group, name) = group_kind(p);
-            by_group.entry(group).or_default().push(name);
+            kinds.add(p);
         }
-        by_group
+        kinds
     });
-    let (group, name) = group_kind(kind);
-    BY_GROUP
-        .get(group)
-        .is_some_and(|names| names.iter().any(|k| k.eq_ignore_ascii_case(name)))
+    BY_GROUP.holds_in_any_case(kind)
 }
 
 /// Grants, by name, for privileged content of ordinary kinds.

@@ -29,9 +29,10 @@ const BUILT_IN: &[&str] = &[
     "resource.k8s.io/ResourceClaimTemplate",
 ];
 
-/// The kinds [`check`] compares a kind with, by group: [`BUILT_IN`] and the kinds added. Built
-/// once per policy: the check runs for every desired object of every reconcile.
-#[derive(Debug, Clone)]
+/// Kinds by group, to compare a kind with those of its group only: what [`check`] compares with
+/// ([`BUILT_IN`] and the kinds added), and the privileged kinds. Built once: the comparisons run
+/// for every desired object of every reconcile.
+#[derive(Debug, Clone, Default)]
 pub struct Kinds {
     by_group: HashMap<String, Vec<String>>,
 }
@@ -39,9 +40,7 @@ pub struct Kinds {
 impl Kinds {
     /// [`BUILT_IN`] only.
     pub fn built_in() -> Self {
-        let mut kinds = Kinds {
-            by_group: HashMap::new(),
-        };
+        let mut kinds = Kinds::default();
         for k in BUILT_IN {
             let (group, name) = k.split_once('/').unwrap_or(("", k));
             kinds.insert(group, name);
@@ -53,6 +52,21 @@ impl Kinds {
     pub fn add(&mut self, kind: &str) {
         let (group, name) = group_kind(kind);
         self.insert(group, name);
+    }
+
+    /// Whether `kind` (`group/version/Kind`) is one of these in any version, in any case.
+    pub fn holds_in_any_case(&self, kind: &str) -> bool {
+        let (group, name) = group_kind(kind);
+        self.of_group(group)
+            .iter()
+            .any(|k| k.eq_ignore_ascii_case(name))
+    }
+
+    fn of_group(&self, group: &str) -> &[String] {
+        self.by_group
+            .get(group)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
     }
 
     fn insert(&mut self, group: &str, name: &str) {
@@ -75,12 +89,8 @@ pub fn check(kind: &str, object: &Value, kinds: &Kinds) -> Result<(), String> {
             "kind {name} is a list, which kubectl unpacks and no rule would see inside: return its items one by one"
         ));
     }
-    let same_group = kinds
-        .by_group
-        .get(group)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    match same_group
+    match kinds
+        .of_group(group)
         .iter()
         .find(|k| *k != name && k.eq_ignore_ascii_case(name))
     {

@@ -1494,7 +1494,8 @@ mod tests {
             object["metadata"]["annotations"][APPLIED_ANNOTATION],
             "659718d7659df8cc7d03344ffb2d1331"
         );
-        // Stamping again hashes the object without the old stamp: the same.
+        // An object carrying an old stamp is hashed without it, but with the annotations map
+        // that removing it leaves, empty: not the hash of the object that never had one.
         object["metadata"]
             .as_object_mut()
             .expect("metadata")
