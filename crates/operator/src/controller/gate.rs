@@ -5,9 +5,19 @@
 //! and that queue yields entries scheduled for "now" last in, first out. Under saturation a
 //! parent that has never run could wait behind requeues that keep coming back (seen under
 //! callgrind: 3 of 100 parents never reconciled while the others ran 46 times each). So the
-//! controller runs with unbounded concurrency, and each reconcile first waits here for one of
-//! the kind's `concurrency` permits. The controller still merges triggers per parent (a parent
-//! waiting here is running as far as it knows), so each parent waits here at most once.
+//! controller runs with unbounded concurrency, and each reconcile first enters here for one of
+//! the kind's `concurrency` permits.
+//!
+//! # Why a reconcile that must wait returns instead
+//! kube-runtime's runner polls every reconcile it holds each time any of them wakes (its
+//! `FutureHashMap`), each through a spawned task's handle and a tracing span. Reconciles that
+//! waited here inside it made that quadratic: at 10,000 parents (a fresh start, a hot swap)
+//! profiling showed the host spending half its CPU polling waiters, and tokio's cooperative
+//! budget, spent after 128 handles, kept the runner's task rescheduling itself. So a reconcile
+//! that finds no permit takes its place in a lane and returns; when a permit comes to it, the
+//! gate holds it for that parent and sends the parent's uid on the channel [`Gate::new`]
+//! returns, which the controller turns into a trigger of that parent. Its next reconcile
+//! [`claim`](Gate::claim)s the held permit. The runner holds only the reconciles that run.
 //!
 //! # Guarantees
 //! - Lanes, first first: [`Lane::Changed`] (a parent never reconciled, or whose generation
@@ -18,8 +28,10 @@
 //!   other permit (the oldest first), the lanes' order the rest — so changed parents keep at
 //!   least half the permits however long the backlog grows.
 //! - A waiting parent moves up when it turns out to be changed ([`Gate::promote`]) and keeps
-//!   its place in the order of arrival.
-//! - A permit is never lost: one handed to a waiter that gave up is handed on.
+//!   its place in the order of arrival. A parent is in the gate at most once.
+//! - A permit is never lost: one held for a parent that does not claim it within
+//!   [`HOLD_LIMIT`] (its trigger lost, the parent gone) is handed on, as is a forgotten
+//!   parent's ([`Gate::forget`]); a parent that comes after its hold ran out enters again.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -27,11 +39,15 @@ use std::{
     time::{Duration, Instant},
 };
 
-use tokio::sync::oneshot;
+use tokio::sync::mpsc;
 
 /// How long a waiter may be passed over by later lanes' arrivals before it is aged: aged
 /// waiters get every other permit, so under a sustained flood of changes requeues still run.
 pub const AGE_LIMIT: Duration = Duration::from_secs(2);
+
+/// How long a permit is held for a parent it was handed to before it goes on to the next: the
+/// trigger and the reconcile it starts take milliseconds; a hold this old was lost.
+pub const HOLD_LIMIT: Duration = Duration::from_secs(30);
 
 /// Why a parent is due, in the order lanes are served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -62,6 +78,9 @@ impl Lane {
 pub struct Gate {
     state: Arc<Mutex<State>>,
     age_limit: Duration,
+    hold_limit: Duration,
+    /// Where the uid of a parent a permit is held for goes.
+    woken: mpsc::UnboundedSender<String>,
 }
 
 #[derive(Debug)]
@@ -76,33 +95,24 @@ struct State {
     lanes: [BTreeMap<u64, Waiter>; 3],
     /// Parent uid → where it waits.
     by_uid: HashMap<String, (Lane, u64)>,
+    /// Parent uid → the permit held for it, not yet claimed.
+    held: HashMap<String, Held>,
 }
 
 #[derive(Debug)]
 struct Waiter {
     uid: String,
     since: Instant,
-    tx: oneshot::Sender<Permit>,
 }
 
-/// Takes a waiter that gave up out of the gate (see [`Gate::acquire`]). A permit already sent
-/// to it is handed on by the permit's own drop.
-struct Leave<'a> {
-    gate: &'a Gate,
-    uid: &'a str,
-    seq: u64,
-}
-
-impl Drop for Leave<'_> {
-    fn drop(&mut self) {
-        let mut s = self.gate.lock();
-        if let Some(&(lane, seq)) = s.by_uid.get(self.uid)
-            && seq == self.seq
-        {
-            s.lanes[lane as usize].remove(&seq);
-            s.by_uid.remove(self.uid);
-        }
-    }
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    /// When the parent started waiting.
+    since: Instant,
+    /// The lane it was served from.
+    lane: Lane,
+    /// When the permit was handed to it.
+    at: Instant,
 }
 
 /// Leave to run one reconcile; handed to the next waiter when dropped.
@@ -119,67 +129,121 @@ impl Drop for Permit {
     }
 }
 
+/// What entering the gate gave.
+#[derive(Debug)]
+pub enum Entry {
+    /// A permit: run now.
+    Run(Permit),
+    /// Waiting in a lane: the parent's uid comes out of the gate's channel when a permit is
+    /// held for it.
+    Queued,
+}
+
+/// A permit held for a parent, claimed.
+#[derive(Debug)]
+pub struct Claimed {
+    pub permit: Permit,
+    /// The lane it was served from.
+    pub lane: Lane,
+    /// How long it waited, from entering to the permit.
+    pub waited: Duration,
+}
+
 impl Gate {
-    /// A gate with `permits` permits (at least one); a waiter older than `age_limit` goes first.
-    pub fn new(permits: usize, age_limit: Duration) -> Self {
-        Gate {
+    /// A gate with `permits` permits (at least one); a waiter older than `age_limit` goes
+    /// first. The receiver yields the uid of each parent a permit is held for.
+    pub fn new(permits: usize, age_limit: Duration) -> (Self, mpsc::UnboundedReceiver<String>) {
+        Self::with_hold_limit(permits, age_limit, HOLD_LIMIT)
+    }
+
+    fn with_hold_limit(
+        permits: usize,
+        age_limit: Duration,
+        hold_limit: Duration,
+    ) -> (Self, mpsc::UnboundedReceiver<String>) {
+        let (woken, rx) = mpsc::unbounded_channel();
+        let gate = Gate {
             state: Arc::new(Mutex::new(State {
                 free: permits.max(1),
                 next: 0,
                 aged_turn: true,
                 lanes: Default::default(),
                 by_uid: HashMap::new(),
+                held: HashMap::new(),
             })),
             age_limit,
-        }
+            hold_limit,
+            woken,
+        };
+        (gate, rx)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Waits for a permit for parent `uid`, due for the reason `lane`.
-    pub async fn acquire(&self, uid: &str, lane: Lane) -> Permit {
-        let (rx, seq) = {
+    /// Parent `uid`, due for the reason `lane`, enters: a free permit when nobody waits; else
+    /// it waits in its lane (moving up to `lane` if it waited already).
+    pub fn enter(&self, uid: &str, lane: Lane) -> Entry {
+        let woken = {
             let mut s = self.lock();
-            if s.free > 0 && s.lanes.iter().all(BTreeMap::is_empty) {
+            self.expire(&mut s);
+            if s.free > 0 && s.lanes.iter().all(BTreeMap::is_empty) && !s.held.contains_key(uid) {
                 s.free -= 1;
-                return Permit {
+                return Entry::Run(Permit {
                     gate: Some(self.clone()),
-                };
+                });
             }
-            let (tx, rx) = oneshot::channel();
-            let seq = s.next;
-            s.next += 1;
-            s.lanes[lane as usize].insert(
-                seq,
-                Waiter {
-                    uid: uid.to_string(),
-                    since: Instant::now(),
-                    tx,
-                },
-            );
-            s.by_uid.insert(uid.to_string(), (lane, seq));
-            (rx, seq)
+            Self::wait(&mut s, uid, lane);
+            self.serve(&mut s)
         };
-        // A waiter dropped before its permit came leaves the gate, so that it is not reported
-        // waiting (the feeders skip the triggers of waiting parents) nor served.
-        let left = Leave {
-            gate: self,
-            uid,
-            seq,
-        };
-        // The sender stays in the state until it is sent a permit (the controller never runs
-        // one parent twice at once, so no waiter replaces another), and the state outlives
-        // every waiter: the channel cannot close unanswered.
-        let permit = rx.await.unwrap_or(Permit { gate: None });
-        std::mem::forget(left);
-        permit
+        self.wake(woken);
+        Entry::Queued
     }
 
-    /// Whether a reconcile of parent `uid` waits here (not yet handed a permit).
+    /// Parent `uid` waits in `lane` for a permit even if one is free (a hot swap queueing
+    /// every parent), or moves up to `lane` if it waits already. A parent a permit is held for
+    /// stays as it is.
+    pub fn queue(&self, uid: &str, lane: Lane) {
+        let woken = {
+            let mut s = self.lock();
+            Self::wait(&mut s, uid, lane);
+            self.serve(&mut s)
+        };
+        self.wake(woken);
+    }
+
+    /// The permit held for `uid`, if one is.
+    pub fn claim(&self, uid: &str) -> Option<Claimed> {
+        let held = self.lock().held.remove(uid)?;
+        Some(Claimed {
+            permit: Permit {
+                gate: Some(self.clone()),
+            },
+            lane: held.lane,
+            waited: held.at.duration_since(held.since),
+        })
+    }
+
+    /// Parent `uid` is gone: it leaves its lane, and a permit held for it goes on.
+    pub fn forget(&self, uid: &str) {
+        let woken = {
+            let mut s = self.lock();
+            if let Some((lane, seq)) = s.by_uid.remove(uid) {
+                s.lanes[lane as usize].remove(&seq);
+            }
+            if s.held.remove(uid).is_some() {
+                s.free += 1;
+            }
+            self.serve(&mut s)
+        };
+        self.wake(woken);
+    }
+
+    /// Whether parent `uid` waits here: in a lane, or with a permit held for it.
     pub fn is_waiting(&self, uid: &str) -> bool {
-        self.lock().by_uid.contains_key(uid)
+        let s = self.lock();
+        s.by_uid.contains_key(uid) || s.held.contains_key(uid)
     }
 
     /// Moves a waiting parent up to `lane`, keeping its place in the order of arrival.
@@ -204,33 +268,94 @@ impl Gate {
         Lane::ALL.map(|l| s.lanes[l as usize].len())
     }
 
-    /// Hands a returned permit to the next waiter, or frees it.
-    fn release(&self) {
-        loop {
-            let waiter = {
-                let mut s = self.lock();
-                let Some((lane, seq)) = self.next_waiter(&mut s) else {
-                    s.free += 1;
-                    return;
-                };
-                let w = s.lanes[lane as usize]
-                    .remove(&seq)
-                    .expect("the waiter just found");
-                if s.by_uid.get(&w.uid) == Some(&(lane, seq)) {
-                    s.by_uid.remove(&w.uid);
-                }
-                w
-            };
-            match waiter.tx.send(Permit {
-                gate: Some(self.clone()),
-            }) {
-                Ok(()) => return,
-                // The waiter gave up: the permit is still ours to hand on.
-                Err(mut unused) => {
-                    unused.gate = None;
+    /// `uid` waits in `lane`: from now if it did not wait, else moved up if `lane` is better.
+    fn wait(s: &mut State, uid: &str, lane: Lane) {
+        if s.held.contains_key(uid) {
+            return;
+        }
+        match s.by_uid.get(uid).copied() {
+            Some((at, seq)) => {
+                if lane < at
+                    && let Some(w) = s.lanes[at as usize].remove(&seq)
+                {
+                    s.lanes[lane as usize].insert(seq, w);
+                    s.by_uid.insert(uid.to_string(), (lane, seq));
                 }
             }
+            None => {
+                let seq = s.next;
+                s.next += 1;
+                s.lanes[lane as usize].insert(
+                    seq,
+                    Waiter {
+                        uid: uid.to_string(),
+                        since: Instant::now(),
+                    },
+                );
+                s.by_uid.insert(uid.to_string(), (lane, seq));
+            }
         }
+    }
+
+    /// Holds each free permit for the next waiter; the uids to wake.
+    fn serve(&self, s: &mut State) -> Vec<String> {
+        let mut woken = Vec::new();
+        while s.free > 0 {
+            let Some((lane, seq)) = self.next_waiter(s) else {
+                break;
+            };
+            let Some(w) = s.lanes[lane as usize].remove(&seq) else {
+                break;
+            };
+            s.by_uid.remove(&w.uid);
+            s.free -= 1;
+            s.held.insert(
+                w.uid.clone(),
+                Held {
+                    since: w.since,
+                    lane,
+                    at: Instant::now(),
+                },
+            );
+            woken.push(w.uid);
+        }
+        woken
+    }
+
+    /// Permits held past the hold limit come back.
+    fn expire(&self, s: &mut State) {
+        let limit = self.hold_limit;
+        let before = s.held.len();
+        s.held.retain(|uid, h| {
+            let keep = h.at.elapsed() <= limit;
+            if !keep {
+                tracing::warn!(
+                    parent = uid,
+                    "a permit held for this parent was not claimed: handed on"
+                );
+            }
+            keep
+        });
+        s.free += before - s.held.len();
+    }
+
+    /// Tells the controller whom permits are held for. (A closed channel: the controller is
+    /// gone, and its gate with it.)
+    fn wake(&self, uids: Vec<String>) {
+        for uid in uids {
+            let _ = self.woken.send(uid);
+        }
+    }
+
+    /// A returned permit goes to the next waiter, or is free.
+    fn release(&self) {
+        let woken = {
+            let mut s = self.lock();
+            s.free += 1;
+            self.expire(&mut s);
+            self.serve(&mut s)
+        };
+        self.wake(woken);
     }
 
     /// The first of the first non-empty lane; every other time an aged waiter is passed over
@@ -263,89 +388,72 @@ impl Gate {
 mod tests {
     use super::*;
 
-    /// Acquires in a task of its own and reports the uid when the permit comes.
-    fn waiter(
-        gate: &Gate,
-        uid: &'static str,
-        lane: Lane,
-        order: &tokio::sync::mpsc::UnboundedSender<(&'static str, Permit)>,
-    ) -> tokio::task::JoinHandle<()> {
-        let gate = gate.clone();
-        let order = order.clone();
-        tokio::spawn(async move {
-            let permit = gate.acquire(uid, lane).await;
-            order.send((uid, permit)).unwrap();
-        })
+    /// A gate of one permit, held by "running".
+    fn one_held(age_limit: Duration) -> (Gate, mpsc::UnboundedReceiver<String>, Permit) {
+        let (gate, rx) = Gate::new(1, age_limit);
+        let Entry::Run(held) = gate.enter("running", Lane::Resync) else {
+            panic!("the free permit was not given");
+        };
+        (gate, rx, held)
     }
 
-    /// The next `n` waiters served, in order, each giving its permit back at once.
-    async fn served(
-        rx: &mut tokio::sync::mpsc::UnboundedReceiver<(&'static str, Permit)>,
-        n: usize,
-    ) -> Vec<&'static str> {
+    /// Enters each, expecting to wait.
+    fn queued(gate: &Gate, waiters: &[(&str, Lane)]) {
+        for (uid, lane) in waiters {
+            assert!(
+                matches!(gate.enter(uid, *lane), Entry::Queued),
+                "{uid} should wait"
+            );
+        }
+    }
+
+    /// The next `n` parents permits are held for, in order, each claiming its permit and
+    /// giving it back at once.
+    fn served(gate: &Gate, rx: &mut mpsc::UnboundedReceiver<String>, n: usize) -> Vec<String> {
         let mut order = Vec::new();
         for _ in 0..n {
-            let (uid, permit) = rx.recv().await.unwrap();
+            let uid = rx.try_recv().expect("a parent woken");
+            let claimed = gate.claim(&uid).expect("its permit held");
+            assert!(gate.claim(&uid).is_none(), "claimed once");
             order.push(uid);
-            drop(permit);
+            drop(claimed);
         }
+        assert!(rx.try_recv().is_err(), "nobody else woken");
         order
     }
 
-    async fn settle() {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-
-    #[tokio::test]
-    async fn a_waiter_that_gives_up_leaves_the_gate_and_the_permit_goes_on() {
-        let gate = Gate::new(1, Duration::from_secs(60));
-        let held = gate.acquire("running", Lane::Resync).await;
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let quitter = waiter(&gate, "quitter", Lane::Changed, &tx);
-        settle().await;
-        waiter(&gate, "next", Lane::Resync, &tx);
-        settle().await;
-        assert!(gate.is_waiting("quitter"));
-        quitter.abort();
-        settle().await;
-        assert!(!gate.is_waiting("quitter"), "gone with its task");
-        assert_eq!(gate.waiting(), [0, 0, 1]);
-        drop(held);
-        assert_eq!(served(&mut rx, 1).await, ["next"]);
-        // Every permit came back: one free again.
-        let _again =
-            tokio::time::timeout(Duration::from_secs(1), gate.acquire("again", Lane::Resync))
-                .await
-                .expect("the permit was not lost");
-    }
-
-    #[tokio::test]
-    async fn changed_parents_go_before_swapped_and_those_before_requeues() {
-        let gate = Gate::new(1, Duration::from_secs(60));
-        let held = gate.acquire("running", Lane::Resync).await;
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    #[test]
+    fn changed_parents_go_before_swapped_and_those_before_requeues() {
+        let (gate, mut rx, held) = one_held(Duration::from_secs(60));
         // Arrival order: requeues first, then a swap, then changes.
-        for (uid, lane) in [
-            ("requeue-1", Lane::Resync),
-            ("requeue-2", Lane::Resync),
-            ("swapped", Lane::Swapped),
-            ("new", Lane::Changed),
-            ("requeue-3", Lane::Resync),
-            ("edited", Lane::Changed),
-        ] {
-            waiter(&gate, uid, lane, &tx);
-            settle().await;
-        }
+        queued(
+            &gate,
+            &[
+                ("requeue-1", Lane::Resync),
+                ("requeue-2", Lane::Resync),
+                ("swapped", Lane::Swapped),
+                ("new", Lane::Changed),
+                ("requeue-3", Lane::Resync),
+                ("edited", Lane::Changed),
+            ],
+        );
         assert_eq!(gate.waiting(), [2, 1, 3]);
         assert!(gate.is_waiting("requeue-3") && gate.is_waiting("new"));
         assert!(!gate.is_waiting("running"), "handed a permit: not waiting");
+        assert!(rx.try_recv().is_err(), "no permit to hold for anyone");
         // `requeue-3` turns out to be changed: it moves up behind the two already there.
         gate.promote("requeue-3", Lane::Changed);
         gate.promote("new", Lane::Resync);
+        // Entering again is a promotion too, never a second place.
+        queued(&gate, &[("requeue-1", Lane::Resync)]);
         assert_eq!(gate.waiting(), [3, 1, 2]);
         drop(held);
-        let order = served(&mut rx, 6).await;
-        assert!(!gate.is_waiting("new"), "served: not waiting any more");
+        assert!(
+            gate.is_waiting("new"),
+            "its permit is held for it: still waiting"
+        );
+        let order = served(&gate, &mut rx, 6);
+        assert!(!gate.is_waiting("new"), "claimed: not waiting any more");
         assert_eq!(
             order,
             [
@@ -357,72 +465,110 @@ mod tests {
                 "requeue-2"
             ]
         );
-        // Every permit came back: the next acquire does not wait.
-        tokio::time::timeout(Duration::from_secs(1), gate.acquire("x", Lane::Resync))
-            .await
-            .expect("a free permit");
+        // Every permit came back: the next one entering runs.
+        assert!(matches!(gate.enter("x", Lane::Resync), Entry::Run(_)));
     }
 
-    #[tokio::test]
-    async fn a_waiter_past_the_age_limit_goes_before_every_lane() {
-        let gate = Gate::new(1, Duration::from_millis(100));
-        let held = gate.acquire("running", Lane::Resync).await;
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        waiter(&gate, "old-requeue", Lane::Resync, &tx);
-        tokio::time::sleep(Duration::from_millis(150)).await;
-        waiter(&gate, "new", Lane::Changed, &tx);
-        settle().await;
+    #[test]
+    fn a_claimed_permit_says_the_lane_and_the_wait() {
+        let (gate, mut rx, held) = one_held(Duration::from_secs(60));
+        queued(&gate, &[("p", Lane::Resync)]);
+        gate.promote("p", Lane::Swapped);
+        std::thread::sleep(Duration::from_millis(30));
+        drop(held);
+        assert_eq!(rx.try_recv().unwrap(), "p");
+        let claimed = gate.claim("p").unwrap();
+        assert_eq!(claimed.lane, Lane::Swapped);
+        assert!(
+            claimed.waited >= Duration::from_millis(30),
+            "{:?}",
+            claimed.waited
+        );
+    }
+
+    #[test]
+    fn a_waiter_past_the_age_limit_goes_before_every_lane() {
+        let (gate, mut rx, held) = one_held(Duration::from_millis(100));
+        queued(&gate, &[("old-requeue", Lane::Resync)]);
+        std::thread::sleep(Duration::from_millis(150));
+        queued(&gate, &[("new", Lane::Changed)]);
         drop(held);
         assert_eq!(
-            served(&mut rx, 2).await,
+            served(&gate, &mut rx, 2),
             ["old-requeue", "new"],
             "the requeue had waited past the limit"
         );
     }
 
-    #[tokio::test]
-    async fn aged_waiters_get_every_other_permit_and_changed_parents_the_rest() {
-        let gate = Gate::new(1, Duration::from_millis(100));
-        let held = gate.acquire("running", Lane::Resync).await;
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        waiter(&gate, "old-1", Lane::Resync, &tx);
-        settle().await;
-        waiter(&gate, "old-2", Lane::Resync, &tx);
-        tokio::time::sleep(Duration::from_millis(150)).await;
-        waiter(&gate, "new-1", Lane::Changed, &tx);
-        settle().await;
-        waiter(&gate, "new-2", Lane::Changed, &tx);
-        settle().await;
+    #[test]
+    fn aged_waiters_get_every_other_permit_and_changed_parents_the_rest() {
+        let (gate, mut rx, held) = one_held(Duration::from_millis(100));
+        queued(&gate, &[("old-1", Lane::Resync), ("old-2", Lane::Resync)]);
+        std::thread::sleep(Duration::from_millis(150));
+        queued(&gate, &[("new-1", Lane::Changed), ("new-2", Lane::Changed)]);
         drop(held);
-        let order = served(&mut rx, 4).await;
-        assert_eq!(order, ["old-1", "new-1", "old-2", "new-2"]);
+        assert_eq!(
+            served(&gate, &mut rx, 4),
+            ["old-1", "new-1", "old-2", "new-2"]
+        );
     }
 
-    #[tokio::test]
-    async fn a_permit_handed_to_a_waiter_that_gave_up_is_handed_on() {
-        let gate = Gate::new(1, Duration::from_secs(60));
-        let held = gate.acquire("running", Lane::Resync).await;
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let gone = waiter(&gate, "gone", Lane::Changed, &tx);
-        waiter(&gate, "next", Lane::Resync, &tx);
-        settle().await;
-        gone.abort();
-        let _ = gone.await;
+    #[test]
+    fn a_permit_not_claimed_within_the_hold_limit_goes_on() {
+        let (gate, mut rx) =
+            Gate::with_hold_limit(1, Duration::from_secs(60), Duration::from_millis(100));
+        let Entry::Run(held) = gate.enter("running", Lane::Resync) else {
+            panic!("the free permit was not given");
+        };
+        queued(&gate, &[("lost", Lane::Changed), ("next", Lane::Resync)]);
         drop(held);
-        let (uid, permit) = tokio::time::timeout(Duration::from_secs(1), rx.recv())
-            .await
-            .expect("the permit went on")
-            .unwrap();
-        assert_eq!(uid, "next");
-        drop(permit);
-        assert_eq!(gate.waiting(), [0, 0, 0]);
-        // One permit, free again.
-        let _one = gate.acquire("a", Lane::Resync).await;
+        // Its trigger never turns into a reconcile.
+        assert_eq!(rx.try_recv().unwrap(), "lost");
+        std::thread::sleep(Duration::from_millis(150));
+        // The next parent to enter finds the hold run out: the permit goes on, in lane order.
+        queued(&gate, &[("late", Lane::Resync)]);
+        assert_eq!(served(&gate, &mut rx, 2), ["next", "late"]);
+        assert!(gate.claim("lost").is_none(), "its hold ran out");
+        assert!(!gate.is_waiting("lost"));
+        // Coming after all, it enters again; the one permit is free.
+        assert!(matches!(gate.enter("lost", Lane::Changed), Entry::Run(_)));
+    }
+
+    #[test]
+    fn a_forgotten_parent_leaves_and_a_permit_held_for_it_goes_on() {
+        let (gate, mut rx, held) = one_held(Duration::from_secs(60));
+        queued(&gate, &[("gone", Lane::Changed), ("next", Lane::Resync)]);
+        gate.forget("gone");
+        assert!(!gate.is_waiting("gone"));
+        assert_eq!(gate.waiting(), [0, 0, 1]);
+        drop(held);
+        assert_eq!(rx.try_recv().unwrap(), "next");
+        // Held for `next`, which is deleted before it claims: the permit is free again.
+        gate.forget("next");
+        assert!(gate.claim("next").is_none());
+        let Entry::Run(_one) = gate.enter("a", Lane::Resync) else {
+            panic!("the permit was lost");
+        };
         assert!(
-            tokio::time::timeout(Duration::from_millis(100), gate.acquire("b", Lane::Resync))
-                .await
-                .is_err(),
+            matches!(gate.enter("b", Lane::Resync), Entry::Queued),
             "only one permit exists"
         );
+    }
+
+    #[test]
+    fn queueing_puts_a_parent_in_its_lane_even_with_a_permit_free() {
+        let (gate, mut rx) = Gate::new(1, Duration::from_secs(60));
+        // A hot swap queues every parent: the first is served at once, through the channel.
+        gate.queue("a", Lane::Swapped);
+        assert_eq!(rx.try_recv().unwrap(), "a");
+        let running = gate.claim("a").unwrap();
+        gate.queue("b", Lane::Swapped);
+        gate.queue("a", Lane::Swapped);
+        // Queued again with a worse lane: it keeps the better one.
+        gate.queue("b", Lane::Resync);
+        queued(&gate, &[("c", Lane::Changed)]);
+        assert_eq!(gate.waiting(), [1, 2, 0]);
+        drop(running);
+        assert_eq!(served(&gate, &mut rx, 3), ["c", "b", "a"]);
     }
 }

@@ -105,10 +105,8 @@ async fn start(
     shared
         .metrics
         .controller_started(&key, shared.settings.concurrency);
-    let queue = Arc::new(Queue::new(
-        shared.metrics.queue_of(&key),
-        Gate::new(usize::from(shared.settings.concurrency), AGE_LIMIT),
-    ));
+    let (gate, woken) = Gate::new(usize::from(shared.settings.concurrency), AGE_LIMIT);
+    let queue = Arc::new(Queue::new(shared.metrics.queue_of(&key), gate));
     let mut caches = Vec::new();
     let mut children = Vec::new();
     let mut feeders = Vec::new();
@@ -146,14 +144,19 @@ async fn start(
     .default_backoff();
     let (parent_triggers, feeder) = feed_parents(stream, queue.clone(), Arc::downgrade(&ctx));
     feeders.push(AbortOnDropHandle::new(feeder));
-    let swapped = queue;
+    // A hot swap queues every parent at the gate, which triggers each as its permit comes.
+    let swaps = each_change(shared.registry.trigger(&key));
+    feeders.push(AbortOnDropHandle::new(tokio::spawn(swaps.for_each(
+        move |()| {
+            queue.all_changed();
+            async {}
+        },
+    ))));
     let mut controller = Controller::for_stream_with(parent_triggers, parents, resource)
-        // Unbounded: each reconcile waits for one of the kind's `concurrency` permits at the
-        // gate, which orders them (see `gate`).
+        // Unbounded: each reconcile enters the gate for one of the kind's `concurrency`
+        // permits, which orders them, and returns if it has to wait (see `gate`).
         .with_config(ControllerConfig::default().concurrency(0))
-        .reconcile_all_on(
-            each_change(shared.registry.trigger(&key)).inspect(move |()| swapped.all_changed()),
-        );
+        .reconcile_on(permits_held(woken, Arc::downgrade(&ctx)));
     for (ar, triggers) in children {
         let ctx = ctx.clone();
         controller = controller.watches_stream_with(
@@ -376,6 +379,24 @@ async fn wait_for_caches(caches: &[Store<DynamicObject>]) {
 }
 
 /// Yields `()` each time the watched value changes after now.
+/// The parents the gate holds a permit for, as triggers: each one's next reconcile claims it.
+/// A parent no longer known (deleted meanwhile) leaves the gate instead, its permit going on.
+fn permits_held(
+    woken: tokio::sync::mpsc::UnboundedReceiver<String>,
+    ctx: std::sync::Weak<KindCtx>,
+) -> impl futures::Stream<Item = kube::runtime::reflector::ObjectRef<DynamicObject>> + Send {
+    futures::stream::unfold((woken, ctx), |(mut woken, ctx)| async move {
+        loop {
+            let uid = woken.recv().await?;
+            let ctx_now = ctx.upgrade()?;
+            match ctx_now.remembered.parent(&uid) {
+                Some(parent) => return Some((parent, (woken, ctx))),
+                None => ctx_now.queue.gate.forget(&uid),
+            }
+        }
+    })
+}
+
 fn each_change(
     mut rx: tokio::sync::watch::Receiver<u64>,
 ) -> impl futures::Stream<Item = ()> + Send {

@@ -17,7 +17,7 @@ use super::{
     context::KindCtx,
     error::ReconcileError,
     finalizer,
-    gate::Lane,
+    gate::{Entry, Lane},
     plan::{self, ParentRef},
 };
 use crate::runs::{LastRun, PluginRun};
@@ -25,26 +25,38 @@ use windlass_contract::Phase;
 use windlass_policy::pipeline::{Input, Outcome, Pipeline};
 
 /// Reconciles one parent, at most as often as the per-parent rate limit allows, once the
-/// kind's gate lets it run (see `gate`).
+/// kind's gate lets it run (see `gate`): with a permit the gate held for it, or one free on
+/// entering. A parent that has to wait takes its place at the gate and returns; the gate
+/// triggers it again when its permit comes.
 pub async fn reconcile(
     obj: Arc<DynamicObject>,
     ctx: Arc<KindCtx>,
 ) -> Result<Action, ReconcileError> {
     let uid = obj.uid().unwrap_or_default();
-    // Deleting parents too: a finalize phase that never finishes and keeps writing would
-    // otherwise loop as fast as its own watch events arrive.
-    if let Err(wait) = ctx.shared.reconciles.take(&uid, Instant::now()) {
-        tracing::debug!(parent = %obj.name_any(), ?wait, "reconcile rate limit: later");
-        return Ok(Action::requeue(wait));
-    }
-    ctx.queue.handed_out(&uid);
-    let lane = ctx.queue.lane(&uid, obj.metadata.generation);
-    let waiting = Instant::now();
-    let permit = ctx.queue.gate.acquire(&uid, lane).await;
+    let (permit, lane, waited) = match ctx.queue.gate.claim(&uid) {
+        // Let through the rate limit when it entered.
+        Some(claimed) => (claimed.permit, claimed.lane, claimed.waited),
+        None => {
+            // Deleting parents too: a finalize phase that never finishes and keeps writing
+            // would otherwise loop as fast as its own watch events arrive.
+            if let Err(wait) = ctx.shared.reconciles.take(&uid, Instant::now()) {
+                tracing::debug!(parent = %obj.name_any(), ?wait, "reconcile rate limit: later");
+                return Ok(Action::requeue(wait));
+            }
+            ctx.queue.handed_out(&uid);
+            let lane = ctx.queue.lane(&uid, obj.metadata.generation);
+            // Before entering: the gate's trigger finds the parent by its uid.
+            ctx.remembered.reconciling(&obj);
+            match ctx.queue.gate.enter(&uid, lane) {
+                Entry::Run(permit) => (permit, lane, Duration::ZERO),
+                Entry::Queued => return Ok(Action::await_change()),
+            }
+        }
+    };
     ctx.shared
         .metrics
         .queue_wait_of(&ctx.parent.key(), lane.name())
-        .observe(waiting.elapsed().as_secs_f64());
+        .observe(waited.as_secs_f64());
     // The parent as it is now: it may have changed, or gone, while it waited.
     let Some(obj) = ctx.remembered.latest(&obj) else {
         return Ok(Action::await_change());
@@ -53,8 +65,7 @@ pub async fn reconcile(
     let Some(running) = ctx.shared.running.enter() else {
         return Ok(Action::await_change());
     };
-    // Boxed: the many reconciles waiting above each hold only this much.
-    let result = Box::pin(run(obj, ctx.clone(), lane == Lane::Changed)).await;
+    let result = run(obj, ctx.clone(), lane == Lane::Changed).await;
     drop(running);
     drop(permit);
     result

@@ -129,10 +129,12 @@ impl Queue {
         });
     }
 
-    /// The relist is complete: parents it did not list are gone.
+    /// The relist is complete: parents it did not list are gone, from the gate too.
     pub fn relist_done(&self) {
+        let mut gone = Vec::new();
         self.update(|i, _| {
             if let Some(listed) = i.relisting.take() {
+                gone.extend(i.known.difference(&listed).cloned());
                 i.known = listed;
                 let known = &i.known;
                 i.pending.retain(|uid, _| known.contains(uid));
@@ -140,9 +142,12 @@ impl Queue {
                 i.swapped.retain(|uid| known.contains(uid));
             }
         });
+        for uid in gone {
+            self.gate.forget(&uid);
+        }
     }
 
-    /// The parent is gone.
+    /// The parent is gone: it leaves the gate too.
     pub fn parent_deleted(&self, uid: &str) {
         self.update(|i, _| {
             i.known.remove(uid);
@@ -150,6 +155,7 @@ impl Queue {
             i.ran.remove(uid);
             i.swapped.remove(uid);
         });
+        self.gate.forget(uid);
     }
 
     /// A child labelled with this parent uid changed.
@@ -171,8 +177,8 @@ impl Queue {
         });
     }
 
-    /// Every parent is to be reconciled again (the pipeline changed): those waiting at the
-    /// gate for a requeue move up to the swapped lane.
+    /// Every parent is to be reconciled again (the pipeline changed): each known parent
+    /// waits at the gate in the swapped lane (those waiting for a requeue move up to it).
     pub fn all_changed(&self) {
         let mut known = Vec::new();
         self.update(|i, adds| {
@@ -183,7 +189,7 @@ impl Queue {
             known.extend(i.known.iter().cloned());
         });
         for uid in known {
-            self.gate.promote(&uid, Lane::Swapped);
+            self.gate.queue(&uid, Lane::Swapped);
         }
     }
 
@@ -214,7 +220,8 @@ mod tests {
     fn queue() -> (Queue, Gauge, Counter) {
         let metrics = Metrics::default().queue_of("v1/Thing");
         let (depth, adds) = (metrics.depth.clone(), metrics.adds.clone());
-        let q = Queue::new(metrics, Gate::new(1, std::time::Duration::from_secs(60)));
+        let (gate, _woken) = Gate::new(1, std::time::Duration::from_secs(60));
+        let q = Queue::new(metrics, gate);
         (q, depth, adds)
     }
 
@@ -323,10 +330,8 @@ mod tests {
     #[test]
     fn a_wait_is_observed_from_its_first_trigger_to_its_start() {
         let metrics = Metrics::default();
-        let q = Queue::new(
-            metrics.queue_of("v1/Thing"),
-            Gate::new(1, std::time::Duration::from_secs(60)),
-        );
+        let (gate, _woken) = Gate::new(1, std::time::Duration::from_secs(60));
+        let q = Queue::new(metrics.queue_of("v1/Thing"), gate);
         q.parent_changed("a", Some(1));
         std::thread::sleep(std::time::Duration::from_millis(30));
         q.child_changed("a");
