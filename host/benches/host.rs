@@ -26,6 +26,9 @@
 //! `spec.config` changes to `{"image": "mirror/sampledb"}`: the same component (same digest)
 //! is built into a new pipeline, canaried, swapped in, and every parent is re-reconciled; the
 //! clock runs from the patch until every StatefulSet's image is `mirror/sampledb:<version>`.
+//! It also prints when the API server recorded the host's last StatefulSet write (the newest
+//! time on the host's managedFields entries, to the second): the benchmark's watch shares its
+//! process and the two cores with the devcluster, and at 10,000 lagged the server by seconds.
 //! (ii) full restart — the process is killed, the config is set back to
 //! `{"image": "sampledb"}`, and a new process starts (compiling the plugin, no precompiled
 //! cache); the clock runs from the kill until every StatefulSet's image is `sampledb:<version>`.
@@ -716,6 +719,14 @@ fn print_swap(n: usize, wasm: &Run, swap: &Swap, restart: &Progress) {
         "  a tenth, two tenths … nine tenths of the StatefulSets on the new image after (s): {}",
         tenths.join(" ")
     );
+    if let Some(written) = swap.written {
+        println!(
+            "  the last StatefulSet written by the host {:.0} s after the patch, as the API \
+             server recorded it (managedFields time, to the second; {:.2} of converge)",
+            written.as_secs_f64(),
+            written.as_secs_f64() / wasm.converge.as_secs_f64()
+        );
+    }
     // Every fifth sample: when each lane's reconciles were handed their permits.
     for (at, tally) in swap.timeline.iter().skip(4).step_by(5) {
         println!("  after {:>5.1} s: {}", at.as_secs_f64(), tally);
@@ -1429,6 +1440,7 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Swap, Progress)> {
             progress: skipped,
             tally: Tally::default(),
             timeline: Vec::new(),
+            written: None,
         };
         return Ok((run, swap, skipped));
     }
@@ -1445,6 +1457,7 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Swap, Progress)> {
             progress: skipped,
             tally: Tally::default(),
             timeline: Vec::new(),
+            written: None,
         };
         return Ok((run, swap, skipped));
     }
@@ -1461,10 +1474,12 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Swap, Progress)> {
                 .await
         }
     };
+    eprintln!("  hot swap …");
     // Each clock starts once the benchmark's own watch has listed the StatefulSets.
     let watch = images(&client, "mirror/sampledb").listed().await?;
     let before = Tally::read(admin)?;
     let started = Instant::now();
+    let started_at = jiff::Timestamp::now();
     let sampler = Sampler::start(admin, started, before);
     set_image("mirror/sampledb").await?;
     let swap = images_until(
@@ -1479,8 +1494,10 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Swap, Progress)> {
         progress: swap,
         tally: Tally::read(admin)?.since(before),
         timeline: sampler.stop()?,
+        written: last_written(&client, started_at).await?,
     };
 
+    eprintln!("  full restart …");
     let watch = images(&client, "sampledb").listed().await?;
     let started = Instant::now();
     process.kill();
@@ -1950,6 +1967,32 @@ struct Swap {
     tally: Tally,
     /// What the host had counted since the swap began, every [`SAMPLE_EVERY`].
     timeline: Vec<(Duration, Tally)>,
+    /// The swap as the API server recorded it: from the second the patch was sent to the last
+    /// second in which the host wrote one of the StatefulSets ([`last_written`]).
+    written: Option<Duration>,
+}
+
+/// How long after `since` the host last wrote a StatefulSet of the benchmark, by the times
+/// the API server put on the host's managedFields entries (to the second): when the last
+/// parent's new logic reached the server, whatever the benchmark's own watch saw later.
+async fn last_written(client: &Client, since: jiff::Timestamp) -> Result<Option<Duration>> {
+    let sets = Api::<StatefulSet>::namespaced(client.clone(), NAMESPACE)
+        .list(&Default::default())
+        .await?;
+    let last = sets
+        .items
+        .iter()
+        .flat_map(|s| s.metadata.managed_fields.iter().flatten())
+        .filter(|e| {
+            e.manager
+                .as_deref()
+                .is_some_and(|m| m.starts_with("windlass/"))
+        })
+        .filter_map(|e| e.time.as_ref().map(|t| t.0))
+        .max();
+    Ok(last
+        .filter(|t| *t >= since)
+        .and_then(|t| Duration::try_from(t.duration_since(since)).ok()))
 }
 
 /// How often [`Sampler`] reads the host's counts.
