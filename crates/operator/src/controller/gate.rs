@@ -248,17 +248,7 @@ impl Gate {
 
     /// Moves a waiting parent up to `lane`, keeping its place in the order of arrival.
     pub fn promote(&self, uid: &str, lane: Lane) {
-        let mut s = self.lock();
-        let Some(&(at, seq)) = s.by_uid.get(uid) else {
-            return;
-        };
-        if lane >= at {
-            return;
-        }
-        if let Some(w) = s.lanes[at as usize].remove(&seq) {
-            s.lanes[lane as usize].insert(seq, w);
-            s.by_uid.insert(uid.to_string(), (lane, seq));
-        }
+        Self::move_up(&mut self.lock(), uid, lane);
     }
 
     /// How many wait in each lane.
@@ -270,31 +260,34 @@ impl Gate {
 
     /// `uid` waits in `lane`: from now if it did not wait, else moved up if `lane` is better.
     fn wait(s: &mut State, uid: &str, lane: Lane) {
-        if s.held.contains_key(uid) {
+        if s.held.contains_key(uid) || Self::move_up(s, uid, lane) {
             return;
         }
-        match s.by_uid.get(uid).copied() {
-            Some((at, seq)) => {
-                if lane < at
-                    && let Some(w) = s.lanes[at as usize].remove(&seq)
-                {
-                    s.lanes[lane as usize].insert(seq, w);
-                    s.by_uid.insert(uid.to_string(), (lane, seq));
-                }
-            }
-            None => {
-                let seq = s.next;
-                s.next += 1;
-                s.lanes[lane as usize].insert(
-                    seq,
-                    Waiter {
-                        uid: uid.to_string(),
-                        since: Instant::now(),
-                    },
-                );
-                s.by_uid.insert(uid.to_string(), (lane, seq));
-            }
+        let seq = s.next;
+        s.next += 1;
+        s.lanes[lane as usize].insert(
+            seq,
+            Waiter {
+                uid: uid.to_string(),
+                since: Instant::now(),
+            },
+        );
+        s.by_uid.insert(uid.to_string(), (lane, seq));
+    }
+
+    /// If `uid` waits, it moves up to `lane` when that is better, keeping its place in the
+    /// order of arrival; whether it waits.
+    fn move_up(s: &mut State, uid: &str, lane: Lane) -> bool {
+        let Some((at, seq)) = s.by_uid.get(uid).copied() else {
+            return false;
+        };
+        if lane < at
+            && let Some(w) = s.lanes[at as usize].remove(&seq)
+        {
+            s.lanes[lane as usize].insert(seq, w);
+            s.by_uid.insert(uid.to_string(), (lane, seq));
         }
+        true
     }
 
     /// Holds each free permit for the next waiter; the uids to wake.
