@@ -105,7 +105,7 @@ use kube::{
 };
 use sampledb_api::ROLE_LABEL;
 use serde_json::json;
-use windlass::crd::WasmPlugin;
+use windlass::{controller::plan, crd::WasmPlugin};
 use windlass_devcluster::{DevCluster, Options};
 use windlass_kubeplane::ControlPlane;
 use windlass_test_guests::SAMPLEDB;
@@ -1983,11 +1983,7 @@ async fn last_written(client: &Client, since: jiff::Timestamp) -> Result<Option<
         .items
         .iter()
         .flat_map(|s| s.metadata.managed_fields.iter().flatten())
-        .filter(|e| {
-            e.manager
-                .as_deref()
-                .is_some_and(|m| m.starts_with("windlass/"))
-        })
+        .filter(|e| e.manager.as_deref().is_some_and(plan::is_host_manager))
         .filter_map(|e| e.time.as_ref().map(|t| t.0))
         .max();
     Ok(last

@@ -237,8 +237,7 @@ pub fn readiness(obj: &Value) -> (Option<bool>, String) {
 /// Whether a field manager is the host (any parent's) or one of the cluster's own
 /// controllers, whose writes are not drift.
 fn is_host_or_cluster(manager: &str) -> bool {
-    manager == "windlass"
-        || manager.starts_with("windlass/")
+    windlass_operator::controller::plan::is_host_manager(manager)
         || manager.starts_with("kube-")
         || manager == "kubelet"
         || manager.starts_with("devcluster")

@@ -16,6 +16,14 @@ pub const FIELD_MANAGER: &str = "windlass";
 pub fn field_manager(parent_uid: &str) -> String {
     format!("{FIELD_MANAGER}/{parent_uid}")
 }
+
+/// Whether a field manager is the host's: [`FIELD_MANAGER`] alone, or a parent's
+/// [`field_manager`].
+pub fn is_host_manager(manager: &str) -> bool {
+    manager
+        .strip_prefix(FIELD_MANAGER)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
 /// Label on every child: the parent's uid.
 pub const PARENT_UID_LABEL: &str = "windlass.dev/parent-uid";
 /// Label on every child: who manages it.
@@ -1032,6 +1040,21 @@ pub fn merge_is_noop(current: &Value, patch: &Value) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_hosts_field_managers_are_its_own_and_each_parents() {
+        assert!(is_host_manager(FIELD_MANAGER));
+        assert!(is_host_manager(&field_manager("0c5e-uid")));
+        for other in [
+            "windlassx",
+            "windlass-operator",
+            "kube-controller-manager",
+            "",
+            "w",
+        ] {
+            assert!(!is_host_manager(other), "{other}");
+        }
+    }
+
     #[test]
     fn label_selectors_match_as_the_api_server_does_and_empty_ones_never() {
         let labels = json!({"app": "billing", "tier": "db"});
