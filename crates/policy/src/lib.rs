@@ -934,7 +934,7 @@ fn read(policy: &Policy, who: &Subject<'_>, text: &str) -> Result<Candidate, Ref
 
 /// `KindNotDeclared`: the kind is among the child kinds the plugin declared.
 fn declared(_: &Policy, who: &Subject<'_>, c: &Candidate) -> Result<(), Refusal> {
-    if c.inherited || who.declared.iter().any(|k| *k == c.kind) {
+    if c.inherited || who.declared.contains(&c.kind) {
         return Ok(());
     }
     Err(c.refuse(

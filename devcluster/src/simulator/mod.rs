@@ -76,8 +76,11 @@ pub(crate) struct Sim {
     /// Per StatefulSet (namespace, name): the Pod templates of its current and update
     /// revisions, as the real controller keeps them in ControllerRevisions: a Pod below a
     /// rolling update's partition is made again from the current revision, not the update one.
-    templates: Mutex<HashMap<(String, String), Vec<(String, Value)>>>,
+    templates: Mutex<HashMap<(String, String), Revisions>>,
 }
+
+/// A StatefulSet's Pod templates by revision name, oldest first.
+type Revisions = Vec<(String, Value)>;
 
 impl std::fmt::Debug for Sim {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
