@@ -285,6 +285,10 @@ async fn steps(
         return Ok(Action::await_change());
     }
     let ignored = serving(ctx, deleting).map_err(Failure::Told)?;
+    // Remembered again, as the parent now is: `reconcile` did so only if it entered the gate,
+    // and a permit can be claimed by a parent that never entered: a hot swap queues every known
+    // parent at the gate, one created just before it included, and without this its children's
+    // events would find no parent until its next resync.
     ctx.remembered.reconciling(obj);
     let parent: Arc<Value> = crate::k8s::typed_json(obj, &ctx.resource)
         .map_err(|source| ReconcileError::Encode {
