@@ -1893,13 +1893,10 @@ async fn converge(
         );
     };
     let tally = admin.map(Tally::read).transpose()?;
-    let created_sets = last_created(client, started_at).await?;
     eprintln!(
-        "  created in {:.2} s, converged in {:.2} s (the API server's record: the last \
-         StatefulSet created at {} s)",
+        "  created in {:.2} s, converged in {:.2} s",
         created.as_secs_f64(),
         converge.as_secs_f64(),
-        created_sets.map_or_else(|| "n/a".to_string(), |d| format!("{:.0}", d.as_secs_f64()))
     );
     let ready = watch_until(
         api,
@@ -1917,6 +1914,12 @@ async fn converge(
             ready_timeout(setup.parents)
         );
     }
+    // Read once the Ready watch is done, so that its list does not delay that watch.
+    let created_sets = last_created(client, started_at).await?;
+    eprintln!(
+        "  the API server's record: the last StatefulSet created {} s after the creates began",
+        created_sets.map_or_else(|| "n/a".to_string(), |d| format!("{:.0}", d.as_secs_f64()))
+    );
     let (peak_rss, rss) = process.memory()?;
     let children = match ready {
         Some(_) => Some(settled_children(client, prunes, setup.full, process).await?),
@@ -1999,38 +2002,49 @@ struct Swap {
 /// [`last_written`], the same step of a reconcile read from the same record, so that the two
 /// can be divided. No watch delays it; the watch that times converge may lag the server.
 async fn last_created(client: &Client, since: jiff::Timestamp) -> Result<Option<Duration>> {
-    let sets = Api::<StatefulSet>::namespaced(client.clone(), NAMESPACE)
-        .list(&Default::default())
-        .await?;
-    let last = sets
-        .items
-        .iter()
-        .filter_map(|s| s.metadata.creation_timestamp.as_ref().map(|t| t.0))
-        .max();
-    Ok(after(last, since))
-}
-
-/// `at − since`, when `at` is not before `since`.
-fn after(at: Option<jiff::Timestamp>, since: jiff::Timestamp) -> Option<Duration> {
-    at.filter(|t| *t >= since)
-        .and_then(|t| Duration::try_from(t.duration_since(since)).ok())
+    last_recorded(client, since, |s| {
+        s.metadata.creation_timestamp.iter().map(|t| t.0).collect()
+    })
+    .await
 }
 
 /// How long after `since` the host last wrote a StatefulSet of the benchmark, by the times
 /// the API server put on the host's managedFields entries (to the second): when the last
 /// parent's new logic reached the server, whatever the benchmark's own watch saw later.
 async fn last_written(client: &Client, since: jiff::Timestamp) -> Result<Option<Duration>> {
+    last_recorded(client, since, |s| {
+        s.metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .filter(|e| e.manager.as_deref().is_some_and(plan::is_host_manager))
+            .filter_map(|e| e.time.as_ref().map(|t| t.0))
+            .collect()
+    })
+    .await
+}
+
+/// How long after `since` the latest of the times `times` reads from each StatefulSet of the
+/// benchmark, as the API server lists them now.
+async fn last_recorded(
+    client: &Client,
+    since: jiff::Timestamp,
+    times: impl Fn(&StatefulSet) -> Vec<jiff::Timestamp>,
+) -> Result<Option<Duration>> {
     let sets = Api::<StatefulSet>::namespaced(client.clone(), NAMESPACE)
         .list(&Default::default())
         .await?;
-    let last = sets
-        .items
-        .iter()
-        .flat_map(|s| s.metadata.managed_fields.iter().flatten())
-        .filter(|e| e.manager.as_deref().is_some_and(plan::is_host_manager))
-        .filter_map(|e| e.time.as_ref().map(|t| t.0))
-        .max();
+    let last = sets.items.iter().flat_map(times).max();
     Ok(after(last, since))
+}
+
+/// `at − since`, when `at` is not before `since`. The API server records times to the second,
+/// so `since` is taken to its second too: a record in the second the phase began is 0, not
+/// before it.
+fn after(at: Option<jiff::Timestamp>, since: jiff::Timestamp) -> Option<Duration> {
+    let since = jiff::Timestamp::from_second(since.as_second()).ok()?;
+    at.filter(|t| *t >= since)
+        .and_then(|t| Duration::try_from(t.duration_since(since)).ok())
 }
 
 /// How often [`Sampler`] reads the host's counts.

@@ -24,6 +24,7 @@ pub fn is_host_manager(manager: &str) -> bool {
         .strip_prefix(FIELD_MANAGER)
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
+
 /// Label on every child: the parent's uid.
 pub const PARENT_UID_LABEL: &str = "windlass.dev/parent-uid";
 /// Label on every child: who manages it.
