@@ -74,8 +74,11 @@ fn main() -> Result<()> {
         .args(["bench", "-p", "windlass", "--bench", "runtime"])
         .env("WINDLASS_BENCH_CALLGRIND", "1")),
         ["chaos"] => chaos(),
-        ["image", "--reproducible"] => image(&[]).and_then(|binary| image_reproducible(&binary)),
-        ["image", rest @ ..] => image(rest).map(|_| ()),
+        ["image", "--reproducible"] => {
+            let tool = image_tool(IMAGE_TOOL_ALONE)?;
+            image(&[], &tool).and_then(|binary| image_reproducible(&binary, &tool))
+        }
+        ["image", rest @ ..] => image(rest, &image_tool(IMAGE_TOOL_ALONE)?).map(|_| ()),
         ["bench", "languages"] => {
             run(Command::new("bash").arg(root().join(".ci").join("tools-plugins")))?;
             cargo(&["bench", "-p", "windlass", "--bench", "languages"])
@@ -133,10 +136,12 @@ fn workspace_above(dir: &Path) -> Option<PathBuf> {
 
 fn run(cmd: &mut Command) -> Result<()> {
     eprintln!("+ {cmd:?}");
+    let started = std::time::Instant::now();
     let status = cmd
         .current_dir(root())
         .status()
         .with_context(|| format!("running {cmd:?}"))?;
+    took(started, cmd);
     if !status.success() {
         bail!("{cmd:?} failed: {status}");
     }
@@ -149,6 +154,7 @@ fn run(cmd: &mut Command) -> Result<()> {
 fn run_counting(cmd: &mut Command, must_run: &[&str]) -> Result<()> {
     use std::io::BufRead as _;
     eprintln!("+ {cmd:?}");
+    let started = std::time::Instant::now();
     let mut child = cmd
         .current_dir(root())
         .stdout(std::process::Stdio::piped())
@@ -164,6 +170,7 @@ fn run_counting(cmd: &mut Command, must_run: &[&str]) -> Result<()> {
         }
     }
     let status = child.wait()?;
+    took(started, cmd);
     if !status.success() {
         bail!("{cmd:?} failed: {status}");
     }
@@ -180,6 +187,22 @@ fn run_counting(cmd: &mut Command, must_run: &[&str]) -> Result<()> {
     }
     eprintln!("{} tests ran", ran.len());
     Ok(())
+}
+
+/// Says how long a command took, so that a CI log shows where its time goes (`grep '^+ took'`).
+fn took(started: std::time::Instant, cmd: &Command) {
+    let program = cmd.get_program().to_string_lossy();
+    let program = program.rsplit('/').next().unwrap_or_default();
+    let args: Vec<_> = cmd
+        .get_args()
+        .take(4)
+        .map(|a| a.to_string_lossy())
+        .collect();
+    eprintln!(
+        "+ took {:.0} s: {program} {}",
+        started.elapsed().as_secs_f64(),
+        args.join(" ")
+    );
 }
 
 /// The name of the test a libtest result line reports as run (`test NAME ... ok` or
@@ -511,11 +534,17 @@ fn ci() -> Result<()> {
     // The production binary as users get it: the image's static build, without `dev` (the
     // layers check shows it links no devcluster; this shows it builds without it). The install
     // test (host/tests/host/install.rs) runs the chart's Pods from an image of it.
-    let image_binary = image(&[]);
+    // The image tool in the tests' feature set, so that the test build's dependencies serve it
+    // (built alone, some of its dependencies' features differ: 75 s more in a cold run).
+    let tool = image_tool(&[&workspace[..], &["--tests"]].concat());
+    let image_binary = match &tool {
+        Ok(tool) => image(&[], tool),
+        Err(e) => Err(anyhow::anyhow!("no image tool: {e}")),
+    };
     // Two builds, one digest: the commit built again in a second checkout.
-    let reproducible = match &image_binary {
-        Ok(binary) => image_reproducible(binary),
-        Err(e) => Err(anyhow::anyhow!("no image to build twice: {e}")),
+    let reproducible = match (&image_binary, &tool) {
+        (Ok(binary), Ok(tool)) => image_reproducible(binary, tool),
+        (Err(e), _) | (_, Err(e)) => Err(anyhow::anyhow!("no image to build twice: {e}")),
     };
     // Both passes run even when the first fails, so one failure does not hide the other's.
     // Each pass names the test filters each of which must run at least one test.
@@ -642,7 +671,7 @@ const IMAGE_TARGET: &str = "x86_64-unknown-linux-musl";
 /// target/windlass-image/rootfs.tar.gz) and, with `--push REF`, pushed. The time of every file is
 /// the commit's (or `SOURCE_DATE_EPOCH`), so two builds of one commit give one digest
 /// ([`image_reproducible`] checks it). Returns the binary's path.
-fn image(args: &[&str]) -> Result<PathBuf> {
+fn image(args: &[&str], tool: &Path) -> Result<PathBuf> {
     let root = root();
     let binary = static_binary(&root)?;
     assemble(
@@ -650,14 +679,28 @@ fn image(args: &[&str]) -> Result<PathBuf> {
         &binary,
         &root.join("target").join("windlass-image"),
         args,
+        tool,
     )?;
     Ok(binary)
+}
+
+/// How `cargo xtask image` builds the image tool: its package alone.
+const IMAGE_TOOL_ALONE: &[&str] = &["-p", "windlass-image"];
+
+/// The image tool (tools/image) built in the debug profile with the package selection
+/// `selection`, and its path. In this checkout's target directory whichever checkout it
+/// assembles: the tool's output does not depend on where it was built.
+fn image_tool(selection: &[&str]) -> Result<PathBuf> {
+    cargo(&[&["build", "--bin", "windlass-image"][..], selection].concat())?;
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| root().join("target"), |dir| root().join(dir));
+    Ok(target.join("debug").join("windlass-image"))
 }
 
 /// The image of `binary` (tools/image, run from this checkout), labelled with the commit of
 /// `checkout`, written under `out` as `layout` and `rootfs.tar.gz`; `args` go to the tool
 /// (`--push REF`).
-fn assemble(checkout: &Path, binary: &Path, out: &Path, args: &[&str]) -> Result<()> {
+fn assemble(checkout: &Path, binary: &Path, out: &Path, args: &[&str], tool: &Path) -> Result<()> {
     let git = |args: &[&str]| -> Result<String> {
         let out = Command::new("git")
             .args(args)
@@ -676,8 +719,8 @@ fn assemble(checkout: &Path, binary: &Path, out: &Path, args: &[&str]) -> Result
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let (layout, rootfs) = (out.join("layout"), out.join("rootfs.tar.gz"));
     let (binary_arg, layout_arg, rootfs_arg) = (utf8(binary)?, utf8(&layout)?, utf8(&rootfs)?);
-    let mut tool = vec!["run", "--quiet", "-p", "windlass-image", "--"];
-    tool.extend([
+    let mut tool_args = vec![];
+    tool_args.extend([
         "--binary",
         &binary_arg,
         "--layout",
@@ -685,20 +728,20 @@ fn assemble(checkout: &Path, binary: &Path, out: &Path, args: &[&str]) -> Result
         "--rootfs",
         &rootfs_arg,
     ]);
-    tool.extend([
+    tool_args.extend([
         "--version",
         env!("CARGO_PKG_VERSION"),
         "--revision",
         &revision,
     ]);
-    tool.extend([
+    tool_args.extend([
         "--source",
         env!("CARGO_PKG_REPOSITORY"),
         "--created",
         &created,
     ]);
-    tool.extend(args);
-    cargo(&tool)
+    tool_args.extend(args);
+    run(Command::new(tool).args(tool_args))
 }
 
 fn utf8(path: &Path) -> Result<String> {
@@ -763,7 +806,9 @@ fn static_binary(checkout: &Path) -> Result<PathBuf> {
         ])
         .env("CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_RUSTFLAGS", remap);
     eprintln!("+ (in {}) {build:?}", checkout.display());
+    let started = std::time::Instant::now();
     let status = build.current_dir(checkout).status()?;
+    took(started, &build);
     if !status.success() {
         bail!("{build:?} failed: {status}");
     }
@@ -791,7 +836,7 @@ fn static_binary(checkout: &Path) -> Result<PathBuf> {
 /// dependencies reused from the shared target directory, the workspace's crates compiled again
 /// at the other path) and made into an image beside this checkout's; the two binaries and the
 /// two image manifests must be the same bytes. `first` is this checkout's binary.
-fn image_reproducible(first: &Path) -> Result<()> {
+fn image_reproducible(first: &Path, tool: &Path) -> Result<()> {
     let root = root();
     let dirty = Command::new("git")
         .args(["status", "--porcelain", "--untracked-files=no"])
@@ -811,7 +856,7 @@ fn image_reproducible(first: &Path) -> Result<()> {
     let result = (|| {
         let binary = static_binary(&second)?;
         let out = second.join("target").join("windlass-image");
-        assemble(&second, &binary, &out, &[])?;
+        assemble(&second, &binary, &out, &[], tool)?;
         let (a, b) = (std::fs::read(first)?, std::fs::read(&binary)?);
         if a != b {
             bail!(
