@@ -193,15 +193,16 @@ fn run_counting(cmd: &mut Command, must_run: &[&str]) -> Result<()> {
 fn took(started: std::time::Instant, cmd: &Command) {
     let program = cmd.get_program().to_string_lossy();
     let program = program.rsplit('/').next().unwrap_or_default();
-    let args: Vec<_> = cmd
-        .get_args()
-        .take(4)
-        .map(|a| a.to_string_lossy())
-        .collect();
+    let args: Vec<_> = cmd.get_args().map(|a| a.to_string_lossy()).collect();
+    let args = args.join(" ");
+    // Long enough to tell the test passes apart (`--test host -- --ignored --exact …`).
+    let args = match args.char_indices().nth(200) {
+        Some((end, _)) => format!("{}…", &args[..end]),
+        None => args,
+    };
     eprintln!(
-        "+ took {:.0} s: {program} {}",
-        started.elapsed().as_secs_f64(),
-        args.join(" ")
+        "+ took {:.0} s: {program} {args}",
+        started.elapsed().as_secs_f64()
     );
 }
 
@@ -535,7 +536,7 @@ fn ci() -> Result<()> {
     // layers check shows it links no devcluster; this shows it builds without it). The install
     // test (host/tests/host/install.rs) runs the chart's Pods from an image of it.
     // The image tool in the tests' feature set, so that the test build's dependencies serve it
-    // (built alone, some of its dependencies' features differ: 75 s more in a cold run).
+    // (built alone, some of its dependencies' features differ: about 1.5 min in a cold run).
     let tool = image_tool(&[&workspace[..], &["--tests"]].concat());
     let image_binary = match &tool {
         Ok(tool) => image(&[], tool),
