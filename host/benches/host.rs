@@ -19,8 +19,12 @@
 //! (for Windlass this includes compiling the plugin at start). *Converged* means every SampleDB
 //! has `status.observedGeneration == 1` and `Reconciled=True` — every parent reconciled once,
 //! its children applied and its status written; the clock runs from the first create, and a
-//! list of SampleDBs every 100 ms decides. *Ready* (reported, no goal) is every SampleDB in
-//! phase Ready: the simulator made the pod ready and the parent was reconciled again.
+//! watch of the SampleDBs decides (the API server's record of it, the creationTimestamp of the
+//! last StatefulSet, is printed too). *Ready* (reported, no goal) is every SampleDB in
+//! phase Ready: the simulator made the pod ready and the parent was reconciled again. Over
+//! converge, and every 5 s of the hot swap below, it prints the CPU time of the host's process,
+//! of its own process (the devcluster, the watches, the churn) and the machine's idle time: on
+//! two cores, whose work bounds a phase.
 //!
 //! Then, for Windlass only, with N converged parents: (i) hot swap — the WasmPlugin's
 //! `spec.config` changes to `{"image": "mirror/sampledb"}`: the same component (same digest)
@@ -731,8 +735,16 @@ fn print_swap(n: usize, wasm: &Run, swap: &Swap, restart: &Progress) {
         );
     }
     // Every fifth sample: when each lane's reconciles were handed their permits.
-    for (at, tally) in swap.timeline.iter().skip(4).step_by(5) {
-        println!("  after {:>5.1} s: {}", at.as_secs_f64(), tally);
+    // With the CPU time spent in those 5 s: whether the host had the cores to itself.
+    let mut cpu = Cpu::default();
+    for (at, tally, now) in swap.timeline.iter().skip(4).step_by(5) {
+        println!(
+            "  after {:>5.1} s: {}; in 5 s {}",
+            at.as_secs_f64(),
+            tally,
+            now.since(cpu)
+        );
+        cpu = *now;
     }
     println!(
         "full restart, all {n} parents: {}, the first after {}  (kill, config back, new \
@@ -1496,7 +1508,7 @@ async fn windlass_variant(setup: &Setup) -> Result<(Run, Swap, Progress)> {
     let before = Tally::read(admin)?;
     let started = Instant::now();
     let started_at = jiff::Timestamp::now();
-    let sampler = Sampler::start(admin, started, before);
+    let sampler = Sampler::start(admin, process.child.id(), started, before);
     set_image("mirror/sampledb").await?;
     let swap = images_until(
         watch,
@@ -1872,6 +1884,7 @@ async fn converge(
     admin: Option<u16>,
 ) -> Result<Run> {
     let api = sampledbs(client);
+    let cpu = Cpu::read(process.child.id())?;
     let started = Instant::now();
     let started_at = jiff::Timestamp::now();
     create_parents(setup, &api).await?;
@@ -1893,8 +1906,9 @@ async fn converge(
         );
     };
     let tally = admin.map(Tally::read).transpose()?;
+    let cpu = Cpu::read(process.child.id())?.since(cpu);
     eprintln!(
-        "  created in {:.2} s, converged in {:.2} s",
+        "  created in {:.2} s, converged in {:.2} s; {cpu}",
         created.as_secs_f64(),
         converge.as_secs_f64(),
     );
@@ -1991,7 +2005,7 @@ struct Swap {
     progress: Progress,
     tally: Tally,
     /// What the host had counted since the swap began, every [`SAMPLE_EVERY`].
-    timeline: Vec<(Duration, Tally)>,
+    timeline: Vec<(Duration, Tally, Cpu)>,
     /// The swap as the API server recorded it: from the second the patch was sent to the last
     /// second in which the host wrote one of the StatefulSets ([`last_written`]).
     written: Option<Duration>,
@@ -2050,26 +2064,92 @@ fn after(at: Option<jiff::Timestamp>, since: jiff::Timestamp) -> Option<Duration
 /// How often [`Sampler`] reads the host's counts.
 const SAMPLE_EVERY: Duration = Duration::from_secs(1);
 
+/// CPU time, in seconds: the host process's (not its child processes', which only a native
+/// Engine has), this process's (the devcluster, the watches and the churn), and the machine's
+/// idle time (all cores), from /proc, whose counts are in
+/// USER_HZ (100 a second on x86_64 and arm64 Linux).
+#[derive(Debug, Clone, Copy, Default)]
+struct Cpu {
+    host: f64,
+    bench: f64,
+    idle: f64,
+}
+
+impl Cpu {
+    const USER_HZ: f64 = 100.0;
+
+    /// The counts now, with `host` the host's process id.
+    fn read(host: u32) -> Result<Cpu> {
+        // utime and stime: fields 14 and 15, the 12th and 13th after the command's `)`.
+        let process = |pid: &str| -> Result<f64> {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+            let after = stat.rsplit_once(')').context("no ) in /proc/<pid>/stat")?.1;
+            let fields: Vec<&str> = after.split_whitespace().collect();
+            let ticks: u64 = fields[11].parse::<u64>()? + fields[12].parse::<u64>()?;
+            Ok(ticks as f64 / Self::USER_HZ)
+        };
+        // The first line of /proc/stat: cpu user nice system idle iowait …
+        let stat = std::fs::read_to_string("/proc/stat")?;
+        let all: Vec<u64> = stat
+            .lines()
+            .next()
+            .context("an empty /proc/stat")?
+            .split_whitespace()
+            .skip(1)
+            .map(str::parse)
+            .collect::<Result<_, _>>()?;
+        Ok(Cpu {
+            host: process(&host.to_string())?,
+            bench: process("self")?,
+            idle: (all[3] + all[4]) as f64 / Self::USER_HZ,
+        })
+    }
+
+    fn since(self, before: Cpu) -> Cpu {
+        Cpu {
+            host: self.host - before.host,
+            bench: self.bench - before.bench,
+            idle: self.idle - before.idle,
+        }
+    }
+}
+
+impl std::fmt::Display for Cpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cpu s: host {:.1}, benchmark and devcluster {:.1}, idle {:.1}",
+            self.host, self.bench, self.idle
+        )
+    }
+}
+
 /// Reads the host's counts from its admin port every [`SAMPLE_EVERY`] on a thread of its own,
 /// so that a phase's figures show when each lane's reconciles ran, not only how many.
 struct Sampler {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: std::thread::JoinHandle<Result<Vec<(Duration, Tally)>>>,
+    thread: std::thread::JoinHandle<Result<Vec<(Duration, Tally, Cpu)>>>,
 }
 
 impl Sampler {
-    /// Samples counts since `before`, timed from `started`.
-    fn start(port: u16, started: Instant, before: Tally) -> Sampler {
+    /// Samples counts since `before`, and the CPU time of the host (`pid`) and this process,
+    /// timed from `started`.
+    fn start(port: u16, pid: u32, started: Instant, before: Tally) -> Sampler {
         use std::sync::atomic::Ordering;
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let stopped = stop.clone();
         let thread = std::thread::spawn(move || {
+            let cpu = Cpu::read(pid)?;
             let mut samples = Vec::new();
             let mut next = started + SAMPLE_EVERY;
             while !stopped.load(Ordering::Relaxed) {
                 std::thread::sleep(next.saturating_duration_since(Instant::now()));
                 next += SAMPLE_EVERY;
-                samples.push((started.elapsed(), Tally::read(port)?.since(before)));
+                samples.push((
+                    started.elapsed(),
+                    Tally::read(port)?.since(before),
+                    Cpu::read(pid)?.since(cpu),
+                ));
             }
             Ok(samples)
         });
@@ -2077,7 +2157,7 @@ impl Sampler {
     }
 
     /// The samples taken.
-    fn stop(self) -> Result<Vec<(Duration, Tally)>> {
+    fn stop(self) -> Result<Vec<(Duration, Tally, Cpu)>> {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         self.thread
             .join()
