@@ -135,10 +135,15 @@ fn workspace_above(dir: &Path) -> Option<PathBuf> {
 }
 
 fn run(cmd: &mut Command) -> Result<()> {
-    eprintln!("+ {cmd:?}");
+    run_in(cmd, &root())
+}
+
+/// [`run`] in the directory `dir`.
+fn run_in(cmd: &mut Command, dir: &Path) -> Result<()> {
+    eprintln!("+ (in {}) {cmd:?}", dir.display());
     let started = std::time::Instant::now();
     let status = cmd
-        .current_dir(root())
+        .current_dir(dir)
         .status()
         .with_context(|| format!("running {cmd:?}"))?;
     took(started, cmd);
@@ -720,27 +725,22 @@ fn assemble(checkout: &Path, binary: &Path, out: &Path, args: &[&str], tool: &Pa
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let (layout, rootfs) = (out.join("layout"), out.join("rootfs.tar.gz"));
     let (binary_arg, layout_arg, rootfs_arg) = (utf8(binary)?, utf8(&layout)?, utf8(&rootfs)?);
-    let mut tool_args = vec![];
-    tool_args.extend([
+    let mut tool_args = vec![
         "--binary",
         &binary_arg,
         "--layout",
         &layout_arg,
         "--rootfs",
         &rootfs_arg,
-    ]);
-    tool_args.extend([
         "--version",
         env!("CARGO_PKG_VERSION"),
         "--revision",
         &revision,
-    ]);
-    tool_args.extend([
         "--source",
         env!("CARGO_PKG_REPOSITORY"),
         "--created",
         &created,
-    ]);
+    ];
     tool_args.extend(args);
     run(Command::new(tool).args(tool_args))
 }
@@ -806,13 +806,7 @@ fn static_binary(checkout: &Path) -> Result<PathBuf> {
             "windlass",
         ])
         .env("CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_RUSTFLAGS", remap);
-    eprintln!("+ (in {}) {build:?}", checkout.display());
-    let started = std::time::Instant::now();
-    let status = build.current_dir(checkout).status()?;
-    took(started, &build);
-    if !status.success() {
-        bail!("{build:?} failed: {status}");
-    }
+    run_in(&mut build, checkout)?;
     let built = target_dir.join(IMAGE_TARGET).join("image").join("windlass");
     let bytes = std::fs::read(&built).with_context(|| format!("reading {}", built.display()))?;
     for path in [checkout, &target_dir, &cargo_home] {
