@@ -35,6 +35,7 @@ pub mod faults;
 pub mod gc;
 pub mod http;
 pub mod kubeconfig;
+pub mod malloc;
 pub mod owners;
 pub mod patch;
 pub mod protobuf;

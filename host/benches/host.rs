@@ -264,6 +264,9 @@ struct Reconciles {
 }
 
 fn main() -> Result<()> {
+    // This process serves the devcluster, as `windlass dev` does: glibc tuned the same way. The
+    // operators it starts get the environment back (`Operator::spawn`).
+    windlass_devcluster::malloc::tune();
     windlass::source::install_crypto_provider();
     let quick = std::env::var_os("WINDLASS_BENCH_QUICK").is_some_and(|v| v != "0");
     let parents = match std::env::var("WINDLASS_BENCH_PARENTS") {
@@ -2344,6 +2347,8 @@ struct Operator {
 
 impl Operator {
     fn spawn(mut cmd: Command, log: &str, setup: &Setup) -> Result<Operator> {
+        // As users run it: without the allocator tuning of this process (the devcluster's).
+        windlass_devcluster::malloc::untuned(&mut cmd);
         let child = cmd
             .spawn()
             .with_context(|| format!("starting {cmd:?} (cargo xtask bench host builds it)"))?;

@@ -72,6 +72,12 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
+    // `dev` serves the devcluster in this process: glibc's allocator tuned for it (executes
+    // the process again, before any thread or log exists).
+    #[cfg(feature = "dev")]
+    if matches!(cli.command, Command::Dev(_)) {
+        windlass_devcluster::malloc::tune();
+    }
     // First: the OTLP exporter's HTTPS client (rustls) needs it too.
     windlass::source::install_crypto_provider();
     // Kept to the end: dropping it sends the traces still buffered.
