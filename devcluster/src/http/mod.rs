@@ -46,10 +46,12 @@ pub fn router(state: AppState) -> Router {
 }
 
 fn json_response(code: u16, v: &Value) -> Response {
+    // Straight into bytes: `to_string` goes through `Display`'s formatter a piece at a time.
+    let body = serde_json::to_vec(v).unwrap_or_default();
     Response::builder()
         .status(code)
         .header("content-type", "application/json")
-        .body(Body::from(v.to_string()))
+        .body(Body::from(body))
         .unwrap_or_default()
 }
 
@@ -353,6 +355,16 @@ impl<'a> Request<'a> {
         self.rt().present(obj, self.version)
     }
 
+    /// The answer with `obj` as the request's version shows it: serialised as stored when it
+    /// is shown as stored (no copy of the object), else [`Self::present`]ed first.
+    fn answer(&self, code: u16, obj: &Value) -> Response {
+        if self.rt().shown_as_stored(obj, self.version) {
+            json_response(code, obj)
+        } else {
+            json_response(code, &self.present(obj))
+        }
+    }
+
     /// `includeObject` of a Table request.
     fn include(&self) -> &str {
         self.call
@@ -427,17 +439,17 @@ async fn resource(
 
 fn get(st: &AppState, req: &Request<'_>) -> Result<Response> {
     let cluster = &st.cluster;
-    let obj = req.present(&*cluster.get(req.rt(), &req.ns, &req.name)?);
+    let obj = cluster.get(req.rt(), &req.ns, &req.name)?;
     if req.as_table {
         return Ok(ok(&table::table(
             req.rt(),
-            &[Arc::new(obj)],
+            &[Arc::new(req.present(&obj))],
             cluster.store.current_rv(),
             None,
             req.include(),
         )));
     }
-    Ok(ok(&obj))
+    Ok(req.answer(200, &obj))
 }
 
 fn watch(st: &AppState, req: &Request<'_>) -> Result<Response> {
@@ -482,10 +494,10 @@ fn write(st: &AppState, req: &Request<'_>) -> Result<Response> {
     };
     if req.verb == Verb::Create {
         let obj = cluster.create(&rt, version, req.target.ns.as_deref(), body, &req.opts)?;
-        return Ok(json_response(201, &req.present(&obj)));
+        return Ok(req.answer(201, &obj));
     }
     let obj = cluster.update(&rt, version, &req.ns, &req.name, body, &req.opts)?;
-    Ok(ok(&req.present(&obj)))
+    Ok(req.answer(200, &obj))
 }
 
 fn patch(st: &AppState, req: &Request<'_>) -> Result<Response> {
@@ -498,7 +510,7 @@ fn patch(st: &AppState, req: &Request<'_>) -> Result<Response> {
         )?,
         None => cluster.patch(rt, version, &req.ns, &req.name, kind, body, &req.opts)?,
     };
-    Ok(ok(&req.present(&obj)))
+    Ok(req.answer(200, &obj))
 }
 
 fn delete(st: &AppState, req: &Request<'_>) -> Result<Response> {
@@ -524,7 +536,7 @@ fn delete(st: &AppState, req: &Request<'_>) -> Result<Response> {
             .map(String::from),
     };
     let obj = st.cluster.delete(req.rt(), &req.ns, &req.name, &dopts)?;
-    Ok(ok(&req.present(&obj)))
+    Ok(req.answer(200, &obj))
 }
 
 fn delete_collection(st: &AppState, req: &Request<'_>) -> Result<Response> {

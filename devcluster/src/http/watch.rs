@@ -68,9 +68,9 @@ impl WatchRequest {
         {
             self.rt.present(obj, &self.version)
         } else {
-            return Bytes::from(format!("{{\"type\":\"{kind}\",\"object\":{obj}}}\n"));
+            return event_bytes(kind, obj);
         };
-        Bytes::from(format!("{{\"type\":\"{kind}\",\"object\":{object}}}\n"))
+        event_bytes(kind, &object)
     }
 
     /// The line a store event becomes for this watch, if any: with a selector, an object that
@@ -109,6 +109,19 @@ impl WatchRequest {
         let obj = json!({"kind": self.rt.kind, "apiVersion": self.rt.api_version(&self.version), "metadata": meta});
         self.line("BOOKMARK", &obj)
     }
+}
+
+/// A watch line: `{"type":KIND,"object":OBJ}` and a newline, the object serialised straight
+/// into the bytes (not through `Display`'s formatter).
+fn event_bytes(kind: &str, obj: &Value) -> Bytes {
+    let mut line = Vec::with_capacity(1024);
+    line.extend_from_slice(b"{\"type\":\"");
+    line.extend_from_slice(kind.as_bytes());
+    line.extend_from_slice(b"\",\"object\":");
+    // Serialising a `Value` into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut line, obj);
+    line.extend_from_slice(b"}\n");
+    Bytes::from(line)
 }
 
 type Tx = mpsc::Sender<Result<Bytes, Infallible>>;
