@@ -31,18 +31,19 @@ struct Cli {
 }
 
 fn main() -> anyhow::Result<()> {
+    // Parsed first: `--help` and errors end the process before it is executed again.
+    let cli = Cli::parse();
     windlass_devcluster::malloc::tune();
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?
-        .block_on(serve())
+        .block_on(serve(cli))
 }
 
-async fn serve() -> anyhow::Result<()> {
+async fn serve(cli: Cli) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();
-    let cli = Cli::parse();
     let options = Options {
         port: cli.port,
         simulator: !cli.no_simulator,

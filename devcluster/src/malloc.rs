@@ -31,7 +31,7 @@ const STARTED_WITH: &str = "WINDLASS_DEVCLUSTER_TUNABLES_BEFORE";
 
 /// The value of `GLIBC_TUNABLES` with [`TCACHE`] added to `before`, or `None` when `before`
 /// sets the tcache's size itself (the user's choice is kept).
-pub fn with_tcache(before: &str) -> Option<String> {
+fn with_tcache(before: &str) -> Option<String> {
     if before
         .split(':')
         .any(|t| t.starts_with("glibc.malloc.tcache_count="))
@@ -46,16 +46,26 @@ pub fn with_tcache(before: &str) -> Option<String> {
 }
 
 /// Executes this process again with [`TCACHE`] in `GLIBC_TUNABLES`, unless it is not linked with
-/// glibc, was executed by `tune` already, or the user set the tcache's size. Call it first
-/// in `main`. Returns only when nothing was executed, or when executing failed (the process
-/// then goes on with glibc's defaults).
+/// glibc, was executed by `tune` already, or the user set the tcache's size (or set tunables
+/// that are not UTF-8: left alone). Call it first in `main`, before threads and logging.
+/// Returns only when nothing was executed, or when executing failed: the process then goes on
+/// with glibc's defaults, and with SIGPIPE at its default action (std restores it before
+/// executing and not after a failure), so a write to a closed pipe ends it.
+///
+/// glibc 2.26 to 2.29 take at most 127 and ignore a larger count: there the process is
+/// executed again for nothing. Under valgrind, executing leaves the tool unless it traces
+/// children (`--trace-children=yes`); setting `glibc.malloc.tcache_count` yourself avoids it.
 pub fn tune() {
     if !cfg!(all(target_os = "linux", target_env = "gnu"))
         || std::env::var_os(STARTED_WITH).is_some()
     {
         return;
     }
-    let before = std::env::var(TUNABLES).unwrap_or_default();
+    let before = match std::env::var_os(TUNABLES).map(OsString::into_string) {
+        None => String::new(),
+        Some(Ok(before)) => before,
+        Some(Err(_)) => return,
+    };
     let Some(tunables) = with_tcache(&before) else {
         return;
     };
@@ -77,7 +87,7 @@ pub fn tune() {
 #[cfg(unix)]
 fn exec(mut cmd: Command, argv0: OsString) {
     use std::os::unix::process::CommandExt as _;
-    // `exec` returns only on failure; then the process goes on as it is.
+    // `exec` returns only on failure; then the process goes on (see `tune`).
     let _ = cmd.arg0(argv0).exec();
 }
 
@@ -85,7 +95,8 @@ fn exec(mut cmd: Command, argv0: OsString) {
 fn exec(_: Command, _: OsString) {}
 
 /// Gives `cmd` (a child of a process [`tune`] executed) the `GLIBC_TUNABLES` the process was
-/// started with: a host or controller it starts runs as it would anywhere else.
+/// started with: a host or controller it starts runs as it would anywhere else. A program that
+/// calls `tune` calls this on the programs it starts that should not be tuned.
 pub fn untuned(cmd: &mut Command) {
     let Some(before) = std::env::var_os(STARTED_WITH) else {
         return;

@@ -72,10 +72,12 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
-    // `dev` serves the devcluster in this process: glibc's allocator tuned for it (executes
-    // the process again, before any thread or log exists).
+    // `dev` without `--kubeconfig` serves the devcluster in this process (the operator too):
+    // glibc's allocator tuned for it (executes the process again, before any thread or log).
     #[cfg(feature = "dev")]
-    if matches!(cli.command, Command::Dev(_)) {
+    if let Command::Dev(args) = &cli.command
+        && args.serves_devcluster()
+    {
         windlass_devcluster::malloc::tune();
     }
     // First: the OTLP exporter's HTTPS client (rustls) needs it too.

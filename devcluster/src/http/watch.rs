@@ -114,7 +114,7 @@ impl WatchRequest {
 /// A watch line: `{"type":KIND,"object":OBJ}` and a newline, the object serialised straight
 /// into the bytes (not through `Display`'s formatter).
 fn event_bytes(kind: &str, obj: &Value) -> Bytes {
-    let mut line = Vec::with_capacity(1024);
+    let mut line = Vec::with_capacity(256);
     line.extend_from_slice(b"{\"type\":\"");
     line.extend_from_slice(kind.as_bytes());
     line.extend_from_slice(b"\",\"object\":");

@@ -61,6 +61,11 @@ pub struct Args {
 }
 
 impl Args {
+    /// Whether this process serves the devcluster (no `--kubeconfig` of another cluster).
+    pub fn serves_devcluster(&self) -> bool {
+        self.kubeconfig.is_none()
+    }
+
     fn config(&self, global: &Global) -> Result<DevConfig> {
         let (api_version, kind) = self
             .parent
