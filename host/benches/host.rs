@@ -182,6 +182,11 @@ struct Run {
     churn: Option<Churn>,
     /// What the host counted from its start until converged (Windlass only).
     tally: Option<Tally>,
+    /// Writes the API server took from the first create until every parent was Ready and its
+    /// children settled: the growth of its revision (the parents' creates, the operator's
+    /// applies and status patches, the simulator's and controllers' writes). None in callgrind
+    /// mode.
+    writes: Option<u64>,
 }
 
 /// What the host counted: reconciles, and reconciles started per lane (changed, swapped,
@@ -522,20 +527,27 @@ fn print_table(setup: &Setup, heading: &str, rows: &[(&str, &Run)]) {
         }
     );
     println!(
-        "{:<52} {:>11} {:>9} {:>14} {:>14}",
-        "variant", "converge s", "ready s", "peak RSS MiB", "RSS end MiB"
+        "{:<52} {:>11} {:>9} {:>14} {:>14} {:>10}",
+        "variant", "converge s", "ready s", "peak RSS MiB", "RSS end MiB", "writes"
     );
     for (name, r) in rows {
         let ready = r
             .ready
             .map_or_else(|| "n/a".to_string(), |d| format!("{:.2}", d.as_secs_f64()));
+        let writes = r
+            .writes
+            .map_or_else(|| "n/a".to_string(), |w| w.to_string());
         println!(
-            "{name:<52} {:>11.2} {ready:>9} {:>14.1} {:>14.1}",
+            "{name:<52} {:>11.2} {ready:>9} {:>14.1} {:>14.1} {writes:>10}",
             r.converge.as_secs_f64(),
             mib(r.peak_rss),
             mib(r.rss)
         );
     }
+    println!(
+        "(writes: what the API server took from the first create until every parent was Ready \
+         and its children settled, the growth of its revision)"
+    );
 }
 
 /// Memory per parent kind: one host with one kind, then one with `kinds`, each kind served by
@@ -1871,6 +1883,7 @@ async fn count_instructions(
         children: None,
         churn: None,
         tally: None,
+        writes: None,
     })
 }
 
@@ -1887,6 +1900,7 @@ async fn converge(
     admin: Option<u16>,
 ) -> Result<Run> {
     let api = sampledbs(client);
+    let revision_before = revision(client).await?;
     let cpu = Cpu::read(process.child.id())?;
     let started = Instant::now();
     let started_at = jiff::Timestamp::now();
@@ -1942,6 +1956,8 @@ async fn converge(
         Some(_) => Some(settled_children(client, prunes, setup.full, process).await?),
         None => None,
     };
+    let writes = revision(client).await? - revision_before;
+    eprintln!("  the API server took {writes} writes from the first create until settled");
     Ok(Run {
         converge,
         created_sets,
@@ -1952,7 +1968,21 @@ async fn converge(
         children,
         churn: None,
         tally,
+        writes: Some(writes),
     })
+}
+
+/// The API server's revision now: the resourceVersion of a list, which both the devcluster
+/// and etcd count up by one per write of any object.
+async fn revision(client: &Client) -> Result<u64> {
+    let list = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .list_metadata(&kube::api::ListParams::default().limit(1))
+        .await?;
+    list.metadata
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .context("a list without a numeric resourceVersion")
 }
 
 /// How long to wait for every parent to be Ready after convergence: [`READY_TIMEOUT`], or
