@@ -5,14 +5,16 @@
 //!   through a WasmPlugin, and
 //! - (b) `native_sampledb` (host/examples), the same storage logic compiled into a plain
 //!   kube-runtime controller with the same watches, concurrency (16), apply and status writes,
-//!   and
+//!   and the host's skipping of writes that would change nothing, and
 //! - (c) `native_engine` (host/examples), the host of (a) — the same operator, settings and
 //!   WasmPlugin — with a native `Engine` that answers each call with the storage logic compiled
 //!   in: a/c is what the sandbox costs inside the host, like for like.
 //!
 //! After converging, each variant's children are read and compared (uids, server-set fields and
 //! generated secret values taken out): the benchmark fails if the variants did not make the same
-//! objects, so a ratio never compares different work.
+//! objects, so a ratio never compares different work. Each variant's row also shows the writes
+//! the API server took until its children settled (the growth of the server's revision), so
+//! that a ratio is read next to the work each variant made the server do.
 //!
 //! Each variant gets a fresh in-process devcluster (simulator on) and runs as its own process,
 //! so that its peak RSS is its own: `VmHWM` from /proc/<pid>/status, read after convergence
@@ -62,10 +64,11 @@
 //! `cargo xtask bench host --pipeline full` (`WINDLASS_BENCH_PIPELINE=full`) runs the whole
 //! SampleDB pipeline instead of the storage plugin alone: the six plugins of
 //! `plugins/sampledb_plugins.rs` (storage, backup and upgrade in Rust, primary election in
-//! Python, conventions in JavaScript, chaos in Go), installed as `windlass dev` installs them,
-//! in (a) and (c) only — (b) has the storage logic alone. (c) runs the Rust plugins compiled in
-//! and the others natively in their own language's processes (`native_engine`'s doc), whose
-//! peak RSS is added to (c)'s. The children compared include PodDisruptionBudgets and the
+//! Python, conventions in JavaScript, chaos in Go), installed as `windlass dev` installs them.
+//! (b) and (c) run the Rust plugins compiled in and the others natively in their own
+//! language's processes (`common/sampledb_native.rs`), whose peak RSS is added to theirs; (b)
+//! composes them in pipeline order as the host's pipeline does, and the benchmark waits until
+//! it has started them, as it waits for (a)'s and (c)'s WasmPlugins to be Ready. The children compared include PodDisruptionBudgets and the
 //! role labels of Pods. No hot swap, restart or churn. The quick mode runs it too, in CI.
 //!
 //! `cargo xtask bench host --real` (`WINDLASS_BENCH_CLUSTER=real`) runs the variants against a
@@ -159,7 +162,7 @@ struct Setup {
     churn: Option<(f64, Duration)>,
     /// Parent kinds for the memory-per-kind measure (`WINDLASS_BENCH_KINDS`); 3 in quick mode.
     kinds: Option<usize>,
-    /// The whole SampleDB pipeline, in (a) and (c) only (`WINDLASS_BENCH_PIPELINE=full`).
+    /// The whole SampleDB pipeline (`WINDLASS_BENCH_PIPELINE=full`).
     full: bool,
     scratch: tempfile::TempDir,
 }
@@ -433,11 +436,14 @@ async fn bench(setup: &Setup) -> Result<()> {
     Ok(())
 }
 
-/// The whole SampleDB pipeline, (a) against (c): converge, memory and the same children.
+/// The whole SampleDB pipeline, (a) against (b) and (c): converge, memory and the same
+/// children.
 async fn bench_full(setup: &Setup) -> Result<()> {
     let n = setup.parents;
     eprintln!("(a) windlass run, the whole SampleDB pipeline, {n} SampleDBs …");
     let (wasm, _, _) = windlass_variant(setup).await?;
+    eprintln!("(b) native kube-runtime controller, the six plugins' logic, {n} SampleDBs …");
+    let native = native_variant(setup).await?;
     eprintln!("(c) the same host, native Engine and native processes, {n} SampleDBs …");
     let engine = engine_variant(setup).await?;
     let names: Vec<&str> = SAMPLEDB.iter().map(|(name, _)| *name).collect();
@@ -451,6 +457,10 @@ async fn bench_full(setup: &Setup) -> Result<()> {
         &[
             ("(a) windlass run, six plugins (wasm)", &wasm),
             (
+                "(b) native kube-runtime controller (+ its processes)",
+                &native,
+            ),
+            (
                 "(c) the same host, native Engine (+ its processes)",
                 &engine,
             ),
@@ -460,6 +470,14 @@ async fn bench_full(setup: &Setup) -> Result<()> {
         println!("(a) counted until converged: {tally}");
     }
     println!(
+        "ratio time a/b (converge)      {:>6.2}  (goal <= 1.0)",
+        wasm.converge.as_secs_f64() / native.converge.as_secs_f64()
+    );
+    println!(
+        "ratio memory a/b (peak RSS)    {:>6.2}  (goal <= 1.3)",
+        wasm.peak_rss as f64 / native.peak_rss as f64
+    );
+    println!(
         "ratio time a/c (converge)      {:>6.2}  (goal <= 1.15: the sandbox inside the host)",
         wasm.converge.as_secs_f64() / engine.converge.as_secs_f64()
     );
@@ -467,8 +485,8 @@ async fn bench_full(setup: &Setup) -> Result<()> {
         "ratio memory a/c (peak RSS)    {:>6.2}",
         wasm.peak_rss as f64 / engine.peak_rss as f64
     );
-    match (&wasm.children, &engine.children) {
-        (Some(a), Some(c)) => {
+    match (&wasm.children, &native.children, &engine.children) {
+        (Some(a), Some(b), Some(c)) => {
             let sets = a.keys().filter(|k| k.starts_with("StatefulSet/")).count();
             if sets != n {
                 bail!("(a) made {sets} StatefulSets for {n} parents");
@@ -491,17 +509,8 @@ async fn bench_full(setup: &Setup) -> Result<()> {
                     "(a) labelled {primaries} Pods primary for {n} parents: the election did not run"
                 );
             }
-            differ(
-                "(a)",
-                &without_annotations(a, &[APPLIED]),
-                "(c)",
-                &without_annotations(c, &[APPLIED]),
-            )?;
-            println!(
-                "children: the same {} objects from (a) and (c), {n} PodDisruptionBudgets and \
-                 {n} primaries among them",
-                a.len()
-            );
+            same_children(n, a, b, c)?;
+            println!("  ({n} PodDisruptionBudgets and {n} primaries among them)");
         }
         _ if setup.quick => {
             bail!("not every variant's parents were all Ready: no children to compare")
@@ -1723,8 +1732,22 @@ async fn native_variant(setup: &Setup) -> Result<Run> {
     let (cluster, client, kubeconfig) = fresh_cluster(setup, "native").await?;
     let mut cmd = operator_command(setup, &setup.native, "native.log");
     cmd.arg("--kubeconfig").arg(&kubeconfig);
-    redirect(&mut cmd, &setup.scratch.path().join("native.log"))?;
+    if setup.full {
+        for (name, _) in SAMPLEDB {
+            cmd.arg("--plugin")
+                .arg(name.strip_prefix("sampledb-").unwrap_or(name));
+        }
+    }
+    let log = setup.scratch.path().join("native.log");
+    redirect(&mut cmd, &log)?;
     let mut process = Operator::spawn(cmd, "native.log", setup)?;
+    // Started: its plugins' processes serving and its kinds found, as (a) and (c) are once
+    // their WasmPlugins are Ready.
+    wait_for("the native controller to start", &mut process, || async {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        text.contains("native_sampledb: running").then_some(())
+    })
+    .await?;
     let run = converge(setup, &client, &mut process, false, None).await?;
     process.kill();
     cluster.shutdown().await;

@@ -1,37 +1,49 @@
-//! The SampleDB storage logic compiled into a plain kube-runtime controller: the native
-//! baseline of the host benchmark (`cargo xtask bench host`).
+//! The SampleDB plugins' logic compiled into a plain kube-runtime controller: the native
+//! baseline of the host benchmark (`cargo xtask bench host`), variant (b).
 //!
-//! It does what `windlass run` does for a SampleDB with the storage plugin, minus the sandbox
-//! and the plugin machinery, so that the benchmark's ratios price exactly those:
+//! It does what `windlass run` does for a SampleDB with the same plugins, minus the sandbox and
+//! the plugin machinery, so that the benchmark's ratios price exactly those:
 //!
 //! - one `Controller<DynamicObject>` over SampleDB with the host's default concurrency (16);
-//! - the kinds the storage plugin produces (StatefulSets, Services, ConfigMaps, Secrets, Jobs)
-//!   labelled `windlass.dev/parent-uid` through reflectors that both
-//!   cache and trigger the parent (`watches_stream_with`), as `controller/kinds.rs` does, and
-//!   the host's own `controller::index::ChildIndex` to find a parent's children in them;
-//! - the storage decision run natively (`run_json`, what the wasm export runs), on the parent
-//!   and its observed children as JSON;
-//! - every desired object server-side applied, decorated by the host's own
-//!   `controller::plan::decorate` (owner reference, labels, provenance annotation), unless it
-//!   would change nothing (below);
+//! - every kind the plugins produce or read, labelled `windlass.dev/parent-uid`, through
+//!   reflectors that both cache and trigger the parent (`watches_stream_with`), as
+//!   `controller/kinds.rs` does, and the host's own `controller::index::ChildIndex` to find a
+//!   parent's children in them (`controller::plan::ours` keeps those of its family);
+//! - the plugins' decisions run natively, in pipeline order, each on the request the host would
+//!   give its component (`common/sampledb_native.rs`: the Rust plugins compiled in, the Python,
+//!   JavaScript and Go ones in processes of their language): the parent, the observed objects
+//!   of the kinds it produces or reads, the desired set its predecessors left, its manifest's
+//!   config. As in the host, a plugin not granted Secrets sees none and passes the desired
+//!   ones on untouched; status fragments are composed in order (`pipeline::merge`), conditions
+//!   kept, and the earliest requeue asked for is the requeue;
+//! - every desired object claimed, decorated and stamped by the host's own
+//!   `controller::plan` (`claim`, `to_apply`: owner reference, labels, provenance; held
+//!   without an owner reference while a plugin finalizes and it holds data; labels only on a
+//!   Pod its StatefulSet made) and server-side applied with the parent's field manager —
+//!   unless it would change nothing (below);
 //! - the status subresource merge-patched by the host's own `controller::status::after_success`
-//!   (fragment, observedGeneration, the `Reconciled` condition), unless it would change nothing.
+//!   (fragment, observedGeneration, the plugins' conditions, `Reconciled`), unless it would
+//!   change nothing.
+//!
+//! By default it runs the storage plugin alone; `--plugin NAME`, repeated in pipeline order,
+//! names others (storage, backup, upgrade, primary, conventions, chaos: the whole pipeline).
 //!
 //! # Differences from the host
-//! No policy check of the plugin's output, no pruning, no finalizer, no events, no metrics, no
-//! WasmPlugin watch, and no plugin-reported conditions (`run_json` returns the desired set and
-//! the status fragment only, so `StorageReady` is not written). Each of these costs the host
-//! something; the benchmark counts them as the host's overhead.
+//! No policy check of the plugins' output, no read of an object before creating it, no
+//! pruning, no finalizer (so a parent's deletion is not finalized), no events, no metrics, and
+//! no WasmPlugin watch: the plugins and their configs are fixed at start. Each of these costs
+//! the host something; the benchmark counts them as the host's overhead.
 //!
 //! # The same no-op write skipping
-//! Like the host, it sends no apply and no status patch that would change nothing: each
-//! decorated object is stamped (`controller::plan::stamp`) and skipped when the cached child
-//! holds the same stamp and every value (`plan::up_to_date`), and the status patch is skipped
-//! when merging it into the parent changes nothing (`plan::merge_is_noop`). Without this the
-//! controller re-sends five applies and a status patch for every reconcile its own children
-//! trigger, and the comparison would measure those writes rather than the sandbox.
+//! Like the host, it sends no apply and no status patch that would change nothing: an object
+//! is skipped when the cached child holds the same stamp and every value
+//! (`plan::up_to_date`), and the status patch when merging it into the parent changes nothing
+//! (`plan::merge_is_noop`). Without this the controller re-sends every apply and a status
+//! patch for each reconcile its own children trigger, and the comparison would measure those
+//! writes rather than the sandbox.
 //!
-//! `native_sampledb [--kubeconfig FILE] [--concurrency N]`; without `--kubeconfig`, $KUBECONFIG.
+//! `native_sampledb [--kubeconfig FILE] [--concurrency N] [--plugin NAME …] [--workers N]`;
+//! without `--kubeconfig`, $KUBECONFIG.
 
 use std::{
     collections::HashMap,
@@ -43,11 +55,6 @@ use std::{
 use anyhow::Context as _;
 use clap::Parser;
 use futures::StreamExt;
-use k8s_openapi::api::{
-    apps::v1::StatefulSet,
-    batch::v1::Job,
-    core::v1::{ConfigMap, Secret, Service},
-};
 use kube::{
     Api, Client, ResourceExt,
     api::{DynamicObject, Patch, PatchParams},
@@ -60,20 +67,22 @@ use kube::{
         watcher,
     },
 };
-use sampledb_storage::Storage;
 use serde_json::Value;
 use windlass::{
+    contract::{self, Reconciler as _, Request, testing::Native},
     controller::{
         index::ChildIndex,
-        plan::{self, FIELD_MANAGER, PARENT_UID_LABEL, ParentRef},
+        plan::{self, PARENT_UID_LABEL, ParentRef},
         status,
     },
-    pipeline::{Desired, Outcome},
-    policy::{Checked, kind_of},
+    pipeline::{self, Desired, Outcome, Reported},
+    policy::{Checked, SECRET, kind_of},
 };
-use windlass_sdk::testing::run_json;
 
-/// A native SampleDB controller running the storage plugin's logic.
+#[path = "common/sampledb_native.rs"]
+mod sampledb_native;
+
+/// A native SampleDB controller running the SampleDB plugins' logic.
 #[derive(Debug, Parser)]
 struct Args {
     /// A kubeconfig file; default: $KUBECONFIG.
@@ -82,14 +91,27 @@ struct Args {
     /// Parents reconciled at once (the host's default is 16).
     #[arg(long, default_value_t = 16)]
     concurrency: u16,
+    /// A SampleDB plugin whose logic runs, in pipeline order: storage, backup, upgrade,
+    /// primary, conventions or chaos. Repeatable; default: storage alone.
+    #[arg(long = "plugin", value_name = "NAME", default_values_t = ["storage".to_string()])]
+    plugins: Vec<String>,
+    /// Processes per plugin that runs in a process of its own (primary, conventions, chaos).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
+    workers: u16,
 }
 
 /// Why a reconcile failed.
 #[derive(Debug, thiserror::Error)]
 enum Error {
-    /// The storage logic refused the parent.
-    #[error("storage: {0}")]
+    /// A plugin refused the parent or failed.
+    #[error("{0}")]
     Plugin(String),
+    /// The host's plan does not let the parent write a desired object.
+    #[error("{object}: {why}")]
+    NotOwned { object: String, why: String },
+    /// A desired object of a kind none of the plugins declares.
+    #[error("{0}: not a kind the plugins declare")]
+    Undeclared(String),
     /// A desired object or the parent is not the JSON expected.
     #[error("json: {0}")]
     Json(#[from] serde_json::Error),
@@ -98,12 +120,29 @@ enum Error {
     Kube(#[from] kube::Error),
 }
 
+/// One plugin in the pipeline, with what its manifest gives it.
+struct Stage {
+    /// The WasmPlugin's name (`sampledb-<name>`).
+    name: String,
+    plugin: Native,
+    /// Its config, as JSON text.
+    config: String,
+    /// The kinds it produces or reads: what it observes.
+    kinds: Vec<String>,
+    /// Granted Secrets: it sees desired and observed ones.
+    secrets: bool,
+}
+
 /// What reconciles share.
 struct Ctx {
     client: Client,
     sampledb: ApiResource,
-    /// Watch caches of the children: (resource, store, the host's child index).
-    children: Vec<(ApiResource, Store<DynamicObject>, Arc<ChildIndex>)>,
+    stages: Vec<Stage>,
+    /// A plugin finalizes: objects holding data are held, not owned ([`plan::claim`]).
+    finalizing: bool,
+    /// Watch caches of the observed kinds: (`group/version/Kind`, resource, store, the host's
+    /// child index).
+    children: Vec<(String, ApiResource, Store<DynamicObject>, Arc<ChildIndex>)>,
     /// Parent uid → reference, so that a child's uid label finds its parent.
     parents: Mutex<HashMap<String, ObjectRef<DynamicObject>>>,
     /// True once every child cache has listed (see [`wait_for_caches`]).
@@ -124,6 +163,53 @@ async fn wait_for_caches(
     let _ = ready.send(true);
 }
 
+/// The stages for the plugins named, in that order, each with its manifest's config and
+/// whether its manifest grants it Secrets.
+fn stages(
+    names: &[String],
+    workers: u16,
+    scratch: &tempfile::TempDir,
+) -> anyhow::Result<Vec<Stage>> {
+    let mut stages = Vec::new();
+    for short in names {
+        let name = format!("sampledb-{short}");
+        let manifest = windlass::dev::sampledb_manifest(&name)
+            .with_context(|| format!("--plugin {short}: no plugins/{name}/wasmplugin.yaml"))?;
+        let spec = &manifest["spec"];
+        let config = match spec.get("config") {
+            Some(config) => config.to_string(),
+            None => "{}".to_string(),
+        };
+        let secrets = spec["grants"]
+            .as_array()
+            .is_some_and(|g| g.iter().any(|k| k == SECRET));
+        let plugin = sampledb_native::sampledb(short, scratch, workers)
+            .with_context(|| format!("--plugin {short}"))?;
+        let info = plugin.info();
+        let kinds = info
+            .child_kinds
+            .iter()
+            .chain(&info.reads_kinds)
+            .cloned()
+            .collect();
+        stages.push(Stage {
+            name,
+            plugin,
+            config,
+            kinds,
+            secrets,
+        });
+    }
+    Ok(stages)
+}
+
+/// `group/version/Kind` (or `version/Kind`) as a GroupVersionKind.
+fn gvk(kind: &str) -> Option<GroupVersionKind> {
+    let (api_version, kind) = kind.rsplit_once('/')?;
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    Some(GroupVersionKind::gvk(group, version, kind))
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -136,20 +222,30 @@ async fn main() -> anyhow::Result<()> {
         &GroupVersionKind::gvk("samples.windlass.dev", "v1alpha1", "SampleDB"),
         "sampledbs",
     );
+    // The Go plugin's native build.
+    let scratch = tempfile::tempdir()?;
+    let stages = stages(&args.plugins, args.workers, &scratch)?;
+    let finalizing = stages.iter().any(|s| s.plugin.info().finalizes);
+    let mut kinds: Vec<String> = stages.iter().flat_map(|s| s.kinds.clone()).collect();
+    kinds.sort();
+    kinds.dedup();
     let mut children = Vec::new();
     let mut streams = Vec::new();
-    // Every kind the storage plugin produces (its `info().child_kinds`), as the host watches.
-    for ar in [
-        ApiResource::erase::<StatefulSet>(&()),
-        ApiResource::erase::<Service>(&()),
-        ApiResource::erase::<ConfigMap>(&()),
-        ApiResource::erase::<Secret>(&()),
-        ApiResource::erase::<Job>(&()),
-    ] {
+    // Every kind the plugins produce or read, as the host watches them.
+    for kind in kinds {
+        let gvk = gvk(&kind).with_context(|| format!("{kind}: not group/version/Kind"))?;
+        // A kind the cluster does not serve is not watched, as in the host.
+        let ar = match kube::discovery::pinned_kind(&client, &gvk).await {
+            Ok((ar, _)) => ar,
+            Err(e) => {
+                eprintln!("native_sampledb: {kind} not watched: {e}");
+                continue;
+            }
+        };
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
         let writer = reflector::store::Writer::new(ar.clone());
         let index = Arc::new(ChildIndex::default());
-        children.push((ar.clone(), writer.as_reader(), index.clone()));
+        children.push((kind, ar.clone(), writer.as_reader(), index.clone()));
         let stream = reflector::reflector(
             writer,
             watcher(api, watcher::Config::default().labels(PARENT_UID_LABEL)),
@@ -165,12 +261,17 @@ async fn main() -> anyhow::Result<()> {
     }
     let (ready_tx, ready) = tokio::sync::watch::channel(false);
     tokio::spawn(wait_for_caches(
-        children.iter().map(|(_, store, _)| store.clone()).collect(),
+        children
+            .iter()
+            .map(|(_, _, store, _)| store.clone())
+            .collect(),
         ready_tx,
     ));
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         sampledb: sampledb.clone(),
+        stages,
+        finalizing,
         children,
         parents: Mutex::new(HashMap::new()),
         ready,
@@ -193,7 +294,7 @@ async fn main() -> anyhow::Result<()> {
             ar,
         );
     }
-    eprintln!("native_sampledb: running");
+    eprintln!("native_sampledb: running {}", args.plugins.join(", "));
     controller
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
@@ -224,74 +325,60 @@ async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Err
         api_version: ctx.sampledb.api_version.clone(),
         kind: ctx.sampledb.kind.clone(),
     });
-    let parent = serde_json::to_value(&parent)?;
-    let observed = observe(&ctx, &uid, &namespace).await?;
-    let texts: Vec<String> = observed.iter().map(Value::to_string).collect();
+    let parent = Arc::new(serde_json::to_value(&parent)?);
+    let observed = Arc::new(plan::ours(observe(&ctx, &uid, &namespace).await?, &uid));
     let now = now();
-    let (desired, fragment) = run_json::<Storage>(
-        windlass_sdk::Phase::Reconcile,
-        &parent.to_string(),
-        &texts,
-        &[],
-        "{}",
-        &now,
-    )
-    .map_err(|e| Error::Plugin(e.to_string()))?;
+    // Plugin calls block (a pipe to a serving process), as in the host: off the runtime.
+    let outcome = {
+        let (ctx, parent, observed, namespace, now) = (
+            ctx.clone(),
+            parent.clone(),
+            observed.clone(),
+            namespace.clone(),
+            now.clone(),
+        );
+        tokio::task::spawn_blocking(move || run(&ctx.stages, &parent, &observed, &namespace, &now))
+            .await
+            .map_err(|e| Error::Plugin(format!("the pipeline's thread: {e}")))??
+    };
 
     let parent_ref = ParentRef {
         api_version: ctx.sampledb.api_version.clone(),
         kind: ctx.sampledb.kind.clone(),
         name: obj.name_any(),
-        uid,
+        uid: uid.clone(),
         namespace: Some(namespace.clone()),
         adopts_retained: false,
     };
-    let mut outcome = Outcome::default();
-    for text in desired {
-        let mut object: Value = serde_json::from_str(&text)?;
-        // The host's policy fills in the parent's namespace; the storage plugin names none.
-        object["metadata"]["namespace"] = Value::String(namespace.clone());
-        let name = object["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        outcome.desired.push(Desired {
-            object: Checked {
-                kind: kind_of(&object),
-                namespace: Some(namespace.clone()),
-                name,
-                object,
-            },
-            plugin: "sampledb-storage".into(),
-            digest: "native".into(),
-        });
-    }
-    if let Some(fragment) = fragment
-        && let Value::Object(map) = serde_json::from_str(&fragment)?
-    {
-        outcome.status = map;
-    }
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    let writes = outcome.desired.iter().filter_map(|desired| {
-        let mut object = plan::decorate(desired, &parent_ref, plan::Ownership::Controller);
-        plan::stamp(&mut object);
-        if plan::up_to_date(&object, &observed) {
-            return None;
+    let family = plan::family(&observed, &uid);
+    let manager = plan::field_manager(&uid);
+    let mut writes = Vec::new();
+    for desired in &outcome.desired {
+        let id = desired.object.key();
+        let existing = observed.iter().find(|o| id.is(o));
+        let claim = plan::claim(desired, existing, &uid, &family, ctx.finalizing);
+        let (object, force) =
+            plan::to_apply(desired, claim, existing, &parent_ref).map_err(|why| {
+                Error::NotOwned {
+                    object: format!("{} {}", desired.object.kind, desired.object.name),
+                    why,
+                }
+            })?;
+        if existing.is_some_and(|e| plan::up_to_date(&object, std::slice::from_ref(e))) {
+            continue;
         }
         let ar = ctx
             .children
             .iter()
-            .map(|(ar, _, _)| ar)
-            .find(|ar| format!("{}/{}", ar.api_version, ar.kind) == desired.object.kind)
-            .cloned()
-            .unwrap_or_else(|| ctx.children[0].0.clone());
-        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &namespace, &ar);
-        let params = params.clone();
-        Some(async move {
-            api.patch(&desired.object.name, &params, &Patch::Apply(&object))
-                .await
-        })
-    });
+            .find(|(kind, ..)| *kind == desired.object.kind)
+            .map(|(_, ar, ..)| ar)
+            .ok_or_else(|| Error::Undeclared(desired.object.kind.clone()))?;
+        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &namespace, ar);
+        let mut params = PatchParams::apply(&manager);
+        params.force = force;
+        let name = desired.object.name.clone();
+        writes.push(async move { api.patch(&name, &params, &Patch::Apply(&object)).await });
+    }
     futures::future::try_join_all(writes).await?;
     let patch = status::after_success(&parent, &outcome, &now);
     if !plan::merge_is_noop(&parent, &patch) {
@@ -303,15 +390,106 @@ async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Err
             )
             .await?;
     }
-    Ok(Action::requeue(Duration::from_secs(600)))
+    Ok(Action::requeue(
+        outcome.requeue_after.unwrap_or(Duration::from_secs(600)),
+    ))
 }
 
-/// The parent's children from the watch caches, as JSON.
+/// Runs the plugins in order on the parent and what was observed, as the host's pipeline
+/// composes them (`windlass::pipeline`), without its policy check.
+fn run(
+    stages: &[Stage],
+    parent: &Value,
+    observed: &[Value],
+    namespace: &str,
+    now: &str,
+) -> Result<Outcome, Error> {
+    let parent_text = parent.to_string();
+    let observed: Vec<(String, String)> = observed
+        .iter()
+        .map(|o| (kind_of(o), o.to_string()))
+        .collect();
+    // The desired set so far: (kind, text, object).
+    let mut desired: Vec<(String, String, Value)> = Vec::new();
+    let mut out = Outcome {
+        finalized: true,
+        ..Outcome::default()
+    };
+    for stage in stages {
+        let (shown, withheld): (Vec<_>, Vec<_>) = desired
+            .into_iter()
+            .partition(|(kind, ..)| stage.secrets || kind != SECRET);
+        let req = Request {
+            phase: contract::Phase::Reconcile,
+            parent: parent_text.clone(),
+            observed: observed
+                .iter()
+                .filter(|(kind, _)| stage.kinds.contains(kind))
+                .filter(|(kind, _)| stage.secrets || kind != SECRET)
+                .map(|(_, text)| text.clone())
+                .collect(),
+            desired: shown.into_iter().map(|(_, text, _)| text).collect(),
+            config: stage.config.clone(),
+            now: now.to_string(),
+        };
+        let (resp, _) = stage.plugin.call_for(namespace, &req);
+        let resp = resp.map_err(|e| Error::Plugin(e.to_string()))?;
+        desired = resp
+            .desired
+            .into_iter()
+            .map(|text| {
+                let object: Value = serde_json::from_str(&text)?;
+                Ok((kind_of(&object), text, object))
+            })
+            .collect::<Result<_, Error>>()?;
+        desired.extend(withheld);
+        if let Some(fragment) = resp.status
+            && let Value::Object(fragment) = serde_json::from_str::<Value>(&fragment)?
+        {
+            pipeline::merge(&mut out.status, fragment);
+        }
+        out.conditions
+            .extend(resp.conditions.into_iter().map(|item| Reported {
+                plugin: stage.name.clone(),
+                item,
+            }));
+        if let Some(secs) = resp.requeue_after_secs {
+            let after = Duration::from_secs(secs.into());
+            out.requeue_after = Some(out.requeue_after.map_or(after, |r| r.min(after)));
+        }
+    }
+    out.desired = desired
+        .into_iter()
+        .map(|(kind, _, mut object)| {
+            // The host's policy fills in the parent's namespace; the plugins name none.
+            if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.insert("namespace".into(), Value::String(namespace.to_string()));
+            }
+            let name = object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            Desired {
+                object: Checked {
+                    kind,
+                    namespace: Some(namespace.to_string()),
+                    name,
+                    object,
+                },
+                plugin: "sampledb".into(),
+                digest: "native".into(),
+            }
+        })
+        .collect();
+    Ok(out)
+}
+
+/// The parent's children and read objects from the watch caches, as JSON.
 async fn observe(ctx: &Ctx, uid: &str, namespace: &str) -> Result<Vec<Value>, Error> {
     // As in the host: a reconcile on a half-filled cache could re-create what exists.
     let _ = ctx.ready.clone().wait_for(|ready| *ready).await;
     let mut out = Vec::new();
-    for (ar, store, index) in &ctx.children {
+    for (_, ar, store, index) in &ctx.children {
         // As in the host: only this parent's children, through the same index.
         for (ns, name) in index.children(uid) {
             if ns != namespace {
