@@ -151,6 +151,9 @@ struct Setup {
     /// More `windlass run` flags, from `WINDLASS_BENCH_RUN_ARGS` (split on whitespace), to try
     /// a setting such as `--debounce-ms 100`.
     windlass_args: Vec<String>,
+    /// More `native_sampledb` flags, from `WINDLASS_BENCH_NATIVE_ARGS`, such as
+    /// `--debounce-ms 500`.
+    native_args: Vec<String>,
     /// Count instructions with callgrind instead of timing (`WINDLASS_BENCH_CALLGRIND`).
     callgrind: bool,
     /// A real control plane instead of the devcluster (`WINDLASS_BENCH_CLUSTER=real`).
@@ -309,6 +312,11 @@ fn main() -> Result<()> {
         ),
         quick,
         windlass_args: std::env::var("WINDLASS_BENCH_RUN_ARGS")
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(String::from)
+            .collect(),
+        native_args: std::env::var("WINDLASS_BENCH_NATIVE_ARGS")
             .unwrap_or_default()
             .split_whitespace()
             .map(String::from)
@@ -1738,6 +1746,7 @@ async fn native_variant(setup: &Setup) -> Result<Run> {
                 .arg(name.strip_prefix("sampledb-").unwrap_or(name));
         }
     }
+    cmd.args(&setup.native_args);
     let log = setup.scratch.path().join("native.log");
     redirect(&mut cmd, &log)?;
     let mut process = Operator::spawn(cmd, "native.log", setup)?;
@@ -1952,6 +1961,9 @@ async fn converge(
         created.as_secs_f64(),
         converge.as_secs_f64(),
     );
+    if let Some(count) = process.said_reconciles() {
+        eprintln!("  the native controller had started {count} reconciles (said within 1 s)");
+    }
     let ready = watch_until(
         api,
         setup.parents,
@@ -2451,6 +2463,18 @@ impl Operator {
             bail!("the operator exited: {status}\n{}", self.log_tail());
         }
         Ok(())
+    }
+
+    /// The last count of reconciles the native controller wrote to its log
+    /// (`native_sampledb: N reconciles`, once a second while it grows); None for the others.
+    fn said_reconciles(&self) -> Option<u64> {
+        let text = std::fs::read_to_string(&self.log).ok()?;
+        text.lines().rev().find_map(|line| {
+            line.strip_prefix("native_sampledb: ")?
+                .strip_suffix(" reconciles")?
+                .parse()
+                .ok()
+        })
     }
 
     fn log_tail(&self) -> String {
