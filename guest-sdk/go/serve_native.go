@@ -15,8 +15,8 @@ import (
 // stdout until stdin ends; before the first, it writes the plugin's info. A plugin's main calls it (`func main() { windlass.Serve() }`); in
 // the component, a reactor, main never runs.
 //
-// It is how the host benchmark's native engine (host/examples/native_engine.rs) runs a Go
-// plugin beside its component, to measure what the sandbox costs; nothing in a deployed host
+// It is how the host benchmark's native variants (host/examples/common/sampledb_native.rs) run
+// a Go plugin beside its component, to measure what the sandbox costs; nothing in a deployed host
 // uses it. The info line is the WIT plugin-info as a JSON object (name, version, parentKinds,
 // childKinds, readsKinds, finalizes). A request is the WIT request as a JSON object (phase, parent, observed, desired,
 // config, now; the objects as JSON texts); the answer is {"ok": RESPONSE} with the WIT

@@ -2,7 +2,7 @@
 // `reconciler` (windlass.plugin({...})).
 //
 // Reads one request per line on stdin and writes one answer per line on stdout, until stdin
-// ends; before the first, it writes `reconciler.info()`, the WIT `plugin-info`, as a line. It is how the host benchmark's native engine (host/examples/native_engine.rs) runs a
+// ends; before the first, it writes `reconciler.info()`, the WIT `plugin-info`, as a line. It is how the host benchmark's native variants (host/examples/common/sampledb_native.rs) run a
 // JavaScript plugin beside its component, to measure what the sandbox costs; nothing in a
 // deployed host uses it. Each request goes through `reconciler.reconcile`, the function the
 // component exports: the same JSON texts in and out.

@@ -13,8 +13,8 @@
 //! After converging, each variant's children are read and compared (uids, server-set fields and
 //! generated secret values taken out): the benchmark fails if the variants did not make the same
 //! objects, so a ratio never compares different work. Each variant's row also shows the writes
-//! the API server took until its children settled (the growth of the server's revision), so
-//! that a ratio is read next to the work each variant made the server do.
+//! the API server took until its children settled or the Ready wait gave up (the growth of the
+//! server's revision), so that a ratio is read next to the work each variant made the server do.
 //!
 //! Each variant gets a fresh in-process devcluster (simulator on) and runs as its own process,
 //! so that its peak RSS is its own: `VmHWM` from /proc/<pid>/status, read after convergence
@@ -66,10 +66,10 @@
 //! `plugins/sampledb_plugins.rs` (storage, backup and upgrade in Rust, primary election in
 //! Python, conventions in JavaScript, chaos in Go), installed as `windlass dev` installs them.
 //! (b) and (c) run the Rust plugins compiled in and the others natively in their own
-//! language's processes (`common/sampledb_native.rs`), whose peak RSS is added to theirs; (b)
-//! composes them in pipeline order as the host's pipeline does, and the benchmark waits until
-//! it has started them, as it waits for (a)'s and (c)'s WasmPlugins to be Ready. The children compared include PodDisruptionBudgets and the
-//! role labels of Pods. No hot swap, restart or churn. The quick mode runs it too, in CI.
+//! language's processes (`common/sampledb_native.rs`), whose peak RSS and CPU time are added
+//! to theirs; (b) composes them in pipeline order as the host's pipeline does, and the
+//! benchmark waits until it has started them, as it waits for (a)'s and (c)'s WasmPlugins to
+//! be Ready. The children compared include PodDisruptionBudgets and the role labels of Pods. No hot swap, restart or churn. The quick mode runs it too, in CI.
 //!
 //! `cargo xtask bench host --real` (`WINDLASS_BENCH_CLUSTER=real`) runs the variants against a
 //! real control plane instead (`windlass_kubeplane`: etcd, kube-apiserver and
@@ -189,7 +189,7 @@ struct Run {
     /// What the host counted from its start until converged (Windlass only).
     tally: Option<Tally>,
     /// Writes the API server took from the first create until every parent was Ready and its
-    /// children settled: the growth of its revision (the parents' creates, the operator's
+    /// children settled, or the Ready wait gave up: the growth of its revision (the parents' creates, the operator's
     /// applies and status patches, the simulator's and controllers' writes). None in callgrind
     /// mode.
     writes: Option<u64>,

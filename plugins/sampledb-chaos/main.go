@@ -235,5 +235,5 @@ func Children(name, namespace, schedule string) []windlass.Object {
 func init() { windlass.Export(Plugin{}) }
 
 // Natively (`go build` for the host's OS) the plugin serves requests on stdin: the host
-// benchmark's native engine runs it so, beside its component.
+// benchmark's native variants run it so, beside its component.
 func main() { windlass.Serve() }

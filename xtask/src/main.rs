@@ -42,8 +42,8 @@
 //!   with `--real`, against the pinned real control plane instead of the devcluster; with
 //!   `--churn RATE`, how long a changed parent waits under RATE spec changes per second; with
 //!   `--kinds K`, the memory each additional parent kind costs; with `--pipeline full`, the
-//!   whole SampleDB pipeline (six plugins, four languages) in `windlass run` against the same
-//!   host with each plugin run natively.
+//!   whole SampleDB pipeline (six plugins, four languages) in `windlass run` against the
+//!   native controller and the same host with each plugin run natively.
 
 use std::{
     path::{Path, PathBuf},

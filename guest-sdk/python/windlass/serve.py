@@ -2,7 +2,7 @@
 
 Reads one request per line on stdin and writes one answer per line on stdout, until stdin
 ends; before the first, it writes the plugin's info: the WIT `plugin-info` as a JSON object
-(`name`, `version`, `parentKinds`, `childKinds`, `readsKinds`, `finalizes`). It is how the host benchmark's native engine (`host/examples/native_engine.rs`) runs a
+(`name`, `version`, `parentKinds`, `childKinds`, `readsKinds`, `finalizes`). It is how the host benchmark's native variants (`host/examples/common/sampledb_native.rs`) run a
 Python plugin beside its component, to measure what the sandbox costs; nothing in a deployed
 host uses it. The plugin runs through `run_json`, as in the component: the same JSON texts in
 and out.
