@@ -69,7 +69,8 @@
 //! language's processes (`common/sampledb_native.rs`), whose peak RSS and CPU time are added
 //! to theirs; (b) composes them in pipeline order as the host's pipeline does, and the
 //! benchmark waits until it has started them, as it waits for (a)'s and (c)'s WasmPlugins to
-//! be Ready. The children compared include PodDisruptionBudgets and the role labels of Pods. No hot swap, restart or churn. The quick mode runs it too, in CI.
+//! be Ready. The children compared include PodDisruptionBudgets and the role labels of Pods.
+//! No hot swap, restart or churn. The quick mode runs it too, in CI.
 //!
 //! `cargo xtask bench host --real` (`WINDLASS_BENCH_CLUSTER=real`) runs the variants against a
 //! real control plane instead (`windlass_kubeplane`: etcd, kube-apiserver and
@@ -189,9 +190,9 @@ struct Run {
     /// What the host counted from its start until converged (Windlass only).
     tally: Option<Tally>,
     /// Writes the API server took from the first create until every parent was Ready and its
-    /// children settled, or the Ready wait gave up: the growth of its revision (the parents' creates, the operator's
-    /// applies and status patches, the simulator's and controllers' writes). None in callgrind
-    /// mode.
+    /// children settled, or the Ready wait gave up: the growth of its revision (the parents'
+    /// creates, the operator's applies and status patches, the simulator's and controllers'
+    /// writes). None in callgrind mode.
     writes: Option<u64>,
 }
 
@@ -408,23 +409,7 @@ async fn bench(setup: &Setup) -> Result<()> {
             ("(c) the same host, native Engine", &engine),
         ],
     );
-    let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
-    println!(
-        "ratio time a/b (converge)      {:>6.2}  (goal <= 1.0)",
-        ratio(wasm.converge, native.converge)
-    );
-    println!(
-        "ratio memory a/b (peak RSS)    {:>6.2}  (goal <= 1.3)",
-        wasm.peak_rss as f64 / native.peak_rss as f64
-    );
-    println!(
-        "ratio time a/c (converge)      {:>6.2}  (goal <= 1.15: the sandbox inside the host)",
-        ratio(wasm.converge, engine.converge)
-    );
-    println!(
-        "ratio memory a/c (peak RSS)    {:>6.2}",
-        wasm.peak_rss as f64 / engine.peak_rss as f64
-    );
+    print_ratios(&wasm, &native, &engine);
     match (&wasm.children, &native.children, &engine.children) {
         (Some(wasm), Some(native), Some(engine)) => {
             same_children(n, wasm, native, engine)?;
@@ -477,22 +462,7 @@ async fn bench_full(setup: &Setup) -> Result<()> {
     if let Some(tally) = wasm.tally {
         println!("(a) counted until converged: {tally}");
     }
-    println!(
-        "ratio time a/b (converge)      {:>6.2}  (goal <= 1.0)",
-        wasm.converge.as_secs_f64() / native.converge.as_secs_f64()
-    );
-    println!(
-        "ratio memory a/b (peak RSS)    {:>6.2}  (goal <= 1.3)",
-        wasm.peak_rss as f64 / native.peak_rss as f64
-    );
-    println!(
-        "ratio time a/c (converge)      {:>6.2}  (goal <= 1.15: the sandbox inside the host)",
-        wasm.converge.as_secs_f64() / engine.converge.as_secs_f64()
-    );
-    println!(
-        "ratio memory a/c (peak RSS)    {:>6.2}",
-        wasm.peak_rss as f64 / engine.peak_rss as f64
-    );
+    print_ratios(&wasm, &native, &engine);
     match (&wasm.children, &native.children, &engine.children) {
         (Some(a), Some(b), Some(c)) => {
             let sets = a.keys().filter(|k| k.starts_with("StatefulSet/")).count();
@@ -526,6 +496,27 @@ async fn bench_full(setup: &Setup) -> Result<()> {
         _ => println!("children: not compared, not every variant's parents were all Ready"),
     }
     Ok(())
+}
+
+/// The ratios of (a) to (b) and to (c): converge time and peak RSS, with their goals.
+fn print_ratios(wasm: &Run, native: &Run, engine: &Run) {
+    let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
+    println!(
+        "ratio time a/b (converge)      {:>6.2}  (goal <= 1.0)",
+        ratio(wasm.converge, native.converge)
+    );
+    println!(
+        "ratio memory a/b (peak RSS)    {:>6.2}  (goal <= 1.3)",
+        wasm.peak_rss as f64 / native.peak_rss as f64
+    );
+    println!(
+        "ratio time a/c (converge)      {:>6.2}  (goal <= 1.15: the sandbox inside the host)",
+        ratio(wasm.converge, engine.converge)
+    );
+    println!(
+        "ratio memory a/c (peak RSS)    {:>6.2}",
+        wasm.peak_rss as f64 / engine.peak_rss as f64
+    );
 }
 
 /// The heading and one row per variant: converge, ready, peak and final RSS.
