@@ -923,40 +923,73 @@ pub fn controlled_by(object: &Value, uid: &str) -> bool {
         })
 }
 
+/// The form of a stamp: this prefix, then the first 16 bytes of the BLAKE3 hash of the object
+/// as JSON, in lower-case hex.
+pub const STAMP_PREFIX: &str = "b3:";
+
 /// Records in `object` (a decorated child) the hash of its content, as
-/// [`APPLIED_ANNOTATION`].
-pub fn stamp(object: &mut Value) {
-    use sha2::{Digest, Sha256};
-    use std::fmt::Write as _;
+/// [`APPLIED_ANNOTATION`]: the object as JSON without the annotation (an `annotations` map
+/// that removing it empties stays, empty). serde_json keeps object keys sorted, so equal
+/// objects hash alike.
+///
+/// # Stamps from before BLAKE3
+/// Hosts before this one stamped with the first 16 bytes of SHA-256 in hex, no prefix. When
+/// `existing` (the child as observed) carries such a stamp and it is this object's, that stamp
+/// is kept, so an upgrade does not re-apply every child to change nothing but the annotation;
+/// the next change a child needs brings the new form. Only then is SHA-256 computed.
+pub fn stamp(object: &mut Value, existing: Option<&Value>) {
     if let Some(annotations) = object
         .at_mut("/metadata/annotations")
         .and_then(Value::as_object_mut)
     {
         annotations.remove(APPLIED_ANNOTATION);
     }
-    /// Serialised bytes go straight into the hash: no buffer per object.
-    struct Hashing(Sha256);
-    impl std::io::Write for Hashing {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.update(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    // serde_json keeps object keys sorted, so equal objects serialize to equal bytes.
-    let mut hashing = Hashing(Sha256::new());
-    // Writing into the hash cannot fail, nor can serialising a `Value`.
-    let _ = serde_json::to_writer(&mut hashing, &*object);
-    let digest = hashing.0.finalize();
-    // The first 16 bytes, in lower-case hex.
-    let mut hash = String::with_capacity(32);
-    for b in &digest[..16] {
-        let _ = write!(hash, "{b:02x}");
-    }
+    let stamp = existing
+        .and_then(applied_stamp)
+        .filter(|old| !old.starts_with(STAMP_PREFIX))
+        .filter(|old| *old == sha256_stamp(object))
+        .map_or_else(|| blake3_stamp(object), str::to_owned);
     let meta = ensure_object(object, "metadata");
-    child_map(meta, "annotations").insert(APPLIED_ANNOTATION.into(), Value::String(hash));
+    child_map(meta, "annotations").insert(APPLIED_ANNOTATION.into(), Value::String(stamp));
+}
+
+/// The stamp `object` carries, if any.
+fn applied_stamp(object: &Value) -> Option<&str> {
+    object
+        .at("/metadata/annotations")
+        .and_then(|a| a.get(APPLIED_ANNOTATION))
+        .and_then(Value::as_str)
+}
+
+/// `object` as JSON, in a buffer kept per thread: serialising into a buffer and hashing it
+/// once costs less than feeding the hash serde_json's many small writes.
+fn with_json<T>(object: &Value, f: impl FnOnce(&[u8]) -> T) -> T {
+    thread_local! {
+        static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    BUFFER.with_borrow_mut(|buffer| {
+        buffer.clear();
+        // Serialising a `Value` into a `Vec` cannot fail.
+        let _ = serde_json::to_writer(&mut *buffer, object);
+        let out = f(buffer);
+        // A rare large object does not keep its buffer.
+        if buffer.capacity() > 64 * 1024 {
+            *buffer = Vec::new();
+        }
+        out
+    })
+}
+
+fn blake3_stamp(object: &Value) -> String {
+    let hash = with_json(object, blake3::hash);
+    format!("{STAMP_PREFIX}{}", hex::encode(&hash.as_bytes()[..16]))
+}
+
+/// The stamp of hosts before [`STAMP_PREFIX`]: the first 16 bytes of SHA-256, in hex.
+fn sha256_stamp(object: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = with_json(object, |json| Sha256::digest(json));
+    hex::encode(&digest[..16])
 }
 
 /// The object the host applies for `desired` given its claim, and whether with `force`:
@@ -982,7 +1015,7 @@ pub fn to_apply(
     if let Some(existing) = existing {
         keep_immutable(&mut object, existing);
     }
-    stamp(&mut object);
+    stamp(&mut object, existing);
     Ok((object, force))
 }
 
@@ -996,19 +1029,14 @@ pub fn to_apply(
 /// alone is not enough: someone may have changed a value since. Together they mean the apply is
 /// a no-op, so skipping it saves a write per child per reconcile; anything else is applied.
 pub fn up_to_date(object: &Value, observed: &[Value]) -> bool {
-    fn stamp(o: &Value) -> Option<&str> {
-        o.at("/metadata/annotations")
-            .and_then(|a| a.get(APPLIED_ANNOTATION))
-            .and_then(Value::as_str)
-    }
-    let Some(want) = stamp(object) else {
+    let Some(want) = applied_stamp(object) else {
         return false;
     };
     let id = ObjectKey::of(object);
     observed
         .iter()
         .find(|o| id.is(o))
-        .is_some_and(|o| stamp(o) == Some(want) && holds(o, object))
+        .is_some_and(|o| applied_stamp(o) == Some(want) && holds(o, object))
 }
 
 /// Whether `observed` holds every value of `wanted`: objects key by key (extra observed keys,
@@ -1502,21 +1530,25 @@ mod tests {
             &parent(),
             Ownership::Controller,
         );
-        stamp(&mut o);
+        stamp(&mut o, None);
         o
     }
 
     #[test]
-    fn the_stamp_is_the_first_half_of_the_sha256_of_the_object_as_json() {
+    fn the_stamp_is_the_first_half_of_the_blake3_of_the_object_as_json() {
         // Fixed: a stamp that changed between versions would re-apply every child after an
         // upgrade. The hash is of the bytes `{"apiVersion":"v1","data":{"a":"1"},"kind":
         // "ConfigMap","metadata":{"name":"orders"}}`, keys sorted, without the stamp itself.
         let mut object = json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "orders"}, "data": {"a": "1"}});
-        stamp(&mut object);
+        stamp(&mut object, None);
         assert_eq!(
             object["metadata"]["annotations"][APPLIED_ANNOTATION],
-            "659718d7659df8cc7d03344ffb2d1331"
+            "b3:5909b12935f69f972f4f9e3297a6f4ed"
+        );
+        assert_eq!(
+            object["metadata"]["annotations"][APPLIED_ANNOTATION],
+            blake3_of(br#"{"apiVersion":"v1","data":{"a":"1"},"kind":"ConfigMap","metadata":{"name":"orders"}}"#)
         );
         // An object carrying an old stamp is hashed without it, but with the annotations map
         // that removing it leaves, empty: not the hash of the object that never had one.
@@ -1526,21 +1558,74 @@ mod tests {
             .remove("annotations");
         let mut again = object.clone();
         again["metadata"]["annotations"] = json!({APPLIED_ANNOTATION: "stale"});
-        stamp(&mut object);
-        stamp(&mut again);
+        stamp(&mut object, None);
+        stamp(&mut again, None);
         assert_ne!(
             object, again,
             "an emptied annotations map is part of the object"
         );
         assert_eq!(
             again["metadata"]["annotations"],
-            json!({APPLIED_ANNOTATION: stamped_bytes(br#"{"apiVersion":"v1","data":{"a":"1"},"kind":"ConfigMap","metadata":{"annotations":{},"name":"orders"}}"#)})
+            json!({APPLIED_ANNOTATION: blake3_of(br#"{"apiVersion":"v1","data":{"a":"1"},"kind":"ConfigMap","metadata":{"annotations":{},"name":"orders"}}"#)})
         );
     }
 
-    fn stamped_bytes(bytes: &[u8]) -> String {
+    fn blake3_of(bytes: &[u8]) -> String {
+        format!("b3:{}", &blake3::hash(bytes).to_hex()[..32])
+    }
+
+    #[test]
+    fn a_child_stamped_with_sha256_before_the_upgrade_is_not_applied_again_for_it() {
         use sha2::{Digest, Sha256};
-        format!("{:x}", Sha256::digest(bytes))[..32].to_string()
+        let v1 = stamped(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "orders", "namespace": "shop"}, "data": {"a": "1"}}));
+        // What a host before BLAKE3 applied: the object stamped with the first half of the
+        // SHA-256 of the same bytes the BLAKE3 stamp hashes.
+        let mut bare = v1.clone();
+        bare["metadata"]["annotations"]
+            .as_object_mut()
+            .expect("annotations")
+            .remove(APPLIED_ANNOTATION);
+        let old = format!(
+            "{:x}",
+            Sha256::digest(serde_json::to_vec(&bare).expect("json"))
+        )[..32]
+            .to_string();
+        let mut stored = as_stored(&v1);
+        stored["metadata"]["annotations"][APPLIED_ANNOTATION] = json!(old);
+
+        // Stamped against it, the same object keeps the old stamp and is up to date: no write.
+        let mut object = bare.clone();
+        stamp(&mut object, Some(&stored));
+        assert_eq!(
+            object["metadata"]["annotations"][APPLIED_ANNOTATION],
+            json!(old)
+        );
+        assert!(up_to_date(&object, std::slice::from_ref(&stored)));
+
+        // A changed object gets the new form, and is applied.
+        let mut changed = bare.clone();
+        changed["data"]["a"] = json!("2");
+        stamp(&mut changed, Some(&stored));
+        let new = changed["metadata"]["annotations"][APPLIED_ANNOTATION]
+            .as_str()
+            .expect("stamp")
+            .to_owned();
+        assert!(new.starts_with(STAMP_PREFIX), "{new}");
+        assert!(!up_to_date(&changed, std::slice::from_ref(&stored)));
+
+        // A stamp of the new form is never taken for an old one, nor is an old one of another
+        // object: both get the new form.
+        for other in [
+            json!(v1["metadata"]["annotations"][APPLIED_ANNOTATION]),
+            json!("0123456789abcdef0123456789abcdef"),
+        ] {
+            let mut observed = stored.clone();
+            observed["metadata"]["annotations"][APPLIED_ANNOTATION] = other;
+            let mut object = bare.clone();
+            stamp(&mut object, Some(&observed));
+            assert_eq!(object, v1);
+        }
     }
 
     /// What the cluster would hold after applying `object`: defaults and status added.
@@ -1560,7 +1645,7 @@ mod tests {
         assert!(up_to_date(&v1, std::slice::from_ref(&stored)));
         // Stamping is deterministic and ignores an old stamp.
         let mut again = v1.clone();
-        stamp(&mut again);
+        stamp(&mut again, None);
         assert_eq!(again, v1);
         // Not observed yet.
         assert!(!up_to_date(&v1, &[]));
