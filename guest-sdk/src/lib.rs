@@ -50,6 +50,7 @@
 
 mod context;
 pub mod jobs;
+mod observed;
 mod output;
 pub mod testing;
 
