@@ -1966,7 +1966,7 @@ async fn converge(
         api,
         setup.parents,
         started,
-        converge + ready_timeout(setup.parents),
+        converge + ready_timeout(setup.parents, setup.real),
         process,
         |o: &DynamicObject| o.data.pointer("/status/phase") == Some(&json!("Ready")),
     )
@@ -1975,7 +1975,7 @@ async fn converge(
     if ready.is_none() {
         eprintln!(
             "  not every SampleDB Ready {:?} after converging",
-            ready_timeout(setup.parents)
+            ready_timeout(setup.parents, setup.real)
         );
     }
     // Read once the Ready watch is done, so that its list does not delay that watch.
@@ -2026,9 +2026,18 @@ async fn revision(client: &Client) -> Result<u64> {
 }
 
 /// How long to wait for every parent to be Ready after convergence: [`READY_TIMEOUT`], or
-/// 30 ms a parent when that is more.
-fn ready_timeout(parents: usize) -> Duration {
-    READY_TIMEOUT.max(Duration::from_millis(30 * parents as u64))
+/// 30 ms a parent when that is more; on a real control plane a second a parent.
+///
+/// # Why longer on a real control plane
+/// There Kubernetes' own controllers make what Ready waits for, and kube-controller-manager
+/// runs with its default client rate limit (`--kube-api-qps` 20): its StatefulSet controller
+/// created about 3.5 Pods a second (each with its claim, status updates and events), then its
+/// Job controller about 4 of the init Jobs' Pods a second, whatever the operator did. At 1,000
+/// parents every one was Ready about 585 s after the creates, the operator's converge long
+/// over; its metrics show the wait (`rest_client_rate_limiter_duration_seconds`).
+fn ready_timeout(parents: usize, real: bool) -> Duration {
+    let per_parent = if real { 1_000 } else { 30 };
+    READY_TIMEOUT.max(Duration::from_millis(per_parent * parents as u64))
 }
 
 /// observedGeneration 1 and `Reconciled=True`.
