@@ -1,7 +1,6 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::observed::Observed;
 use crate::{Error, Output, Result};
 
 /// Which part of the parent's life the host is running.
@@ -18,7 +17,7 @@ pub enum Phase {
 pub struct Context {
     pub(crate) phase: Phase,
     pub(crate) parent: Value,
-    pub(crate) observed: Observed,
+    pub(crate) observed: Vec<Value>,
     pub(crate) desired: Vec<Value>,
     pub(crate) config: Value,
     pub(crate) now: String,
@@ -62,7 +61,7 @@ impl Context {
         Ok(Context {
             phase,
             parent,
-            observed: Observed::from_texts(observed)?,
+            observed: parse_all(observed, "observed")?,
             desired: parse_all(desired, "desired")?,
             config,
             now,
@@ -149,18 +148,20 @@ impl Context {
 
     /// Every observed object.
     pub fn observed_all(&self) -> &[Value] {
-        self.observed.all()
+        &self.observed
     }
 
     /// Observed objects of one kind (`group/version/Kind`).
     pub fn observed_json<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
-        self.observed.of_kind(kind)
+        self.observed.iter().filter(move |o| has_kind(o, kind))
     }
 
     /// The observed object of `kind` (`group/version/Kind`) with this name: `find_observed` in
     /// every SDK (`find_observed`, `findObserved`, `FindObserved`).
     pub fn find_observed(&self, kind: &str, name: &str) -> Option<&Value> {
-        self.observed.find(kind, name)
+        self.observed.iter().find(|o| {
+            has_kind(o, kind) && o.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
+        })
     }
 
     /// The old name of [`Context::find_observed`].
@@ -192,7 +193,8 @@ impl Context {
         name: &str,
     ) -> Option<K> {
         let kind = crate::kind_key::<K>();
-        self.find_observed(&kind, name)
+        self.observed_json(&kind)
+            .find(|o| o.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
             .and_then(|o| K::deserialize(o).ok())
     }
 
@@ -209,9 +211,14 @@ impl Context {
 
 /// True when `object` is of `kind` (`group/version/Kind`).
 pub(crate) fn has_kind(object: &Value, kind: &str) -> bool {
-    crate::observed::is_kind(
+    let (Some(api_version), Some(k)) = (
         object.get("apiVersion").and_then(Value::as_str),
         object.get("kind").and_then(Value::as_str),
-        kind,
-    )
+    ) else {
+        return false;
+    };
+    kind.len() == api_version.len() + 1 + k.len()
+        && kind.starts_with(api_version)
+        && kind.ends_with(k)
+        && kind.as_bytes()[api_version.len()] == b'/'
 }

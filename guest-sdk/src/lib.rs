@@ -50,7 +50,6 @@
 
 mod context;
 pub mod jobs;
-mod observed;
 mod output;
 pub mod testing;
 

@@ -60,7 +60,7 @@ impl Harness {
             ctx: Context {
                 phase: Phase::Reconcile,
                 parent,
-                observed: Default::default(),
+                observed: Vec::new(),
                 desired: Vec::new(),
                 config: Value::Object(Default::default()),
                 now: "2026-01-01T00:00:00Z".to_string(),
