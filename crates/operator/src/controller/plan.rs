@@ -936,7 +936,8 @@ pub const STAMP_PREFIX: &str = "b3:";
 /// Hosts before this one stamped with the first 16 bytes of SHA-256 in hex, no prefix. When
 /// `existing` (the child as observed) carries such a stamp and it is this object's, that stamp
 /// is kept, so an upgrade does not re-apply every child to change nothing but the annotation;
-/// the next change a child needs brings the new form. Only then is SHA-256 computed.
+/// the next change a child needs brings the new form. Only for such children is SHA-256
+/// computed, on each reconcile until they change; a downgrade re-applies every `b3:` child once.
 pub fn stamp(object: &mut Value, existing: Option<&Value>) {
     if let Some(annotations) = object
         .at_mut("/metadata/annotations")
@@ -1537,7 +1538,8 @@ mod tests {
     #[test]
     fn the_stamp_is_the_first_half_of_the_blake3_of_the_object_as_json() {
         // Fixed: a stamp that changed between versions would re-apply every child after an
-        // upgrade. The hash is of the bytes `{"apiVersion":"v1","data":{"a":"1"},"kind":
+        // upgrade (as the change from SHA-256 would, but for the old stamps kept: see the
+        // test below). The hash is of the bytes `{"apiVersion":"v1","data":{"a":"1"},"kind":
         // "ConfigMap","metadata":{"name":"orders"}}`, keys sorted, without the stamp itself.
         let mut object = json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "orders"}, "data": {"a": "1"}});
@@ -1591,6 +1593,12 @@ mod tests {
             Sha256::digest(serde_json::to_vec(&bare).expect("json"))
         )[..32]
             .to_string();
+        // The old form, pinned: what hosts before BLAKE3 wrote for these bytes.
+        assert_eq!(
+            sha256_stamp(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "orders"}, "data": {"a": "1"}})),
+            "659718d7659df8cc7d03344ffb2d1331"
+        );
         let mut stored = as_stored(&v1);
         stored["metadata"]["annotations"][APPLIED_ANNOTATION] = json!(old);
 
