@@ -89,6 +89,11 @@
 //! native variant, Ready wait, hot swap and restart are skipped. To compare two commits, run it
 //! once per commit, with `WINDLASS_BENCH_WINDLASS` naming the other commit's binary;
 //! `WINDLASS_BENCH_CALLGRIND_OUT=DIR` keeps the dumps for `callgrind_annotate`.
+//!
+//! `cargo xtask bench host --record CSV` (`WINDLASS_BENCH_RECORD`) appends a row per variant to
+//! CSV — pipeline, cluster, N, converge, peak RSS, CPU time and reconciles until converged,
+//! writes, instructions per reconcile — for `cargo xtask plot`, which draws them against N
+//! (docs/scaling.svg). The quick mode records into its scratch directory.
 
 use std::{
     path::{Path, PathBuf},
@@ -168,6 +173,9 @@ struct Setup {
     kinds: Option<usize>,
     /// The whole SampleDB pipeline (`WINDLASS_BENCH_PIPELINE=full`).
     full: bool,
+    /// A CSV file each variant's figures are appended to (`WINDLASS_BENCH_RECORD`), for
+    /// `cargo xtask plot`.
+    record: Option<PathBuf>,
     scratch: tempfile::TempDir,
 }
 
@@ -194,6 +202,12 @@ struct Run {
     /// creates, the operator's applies and status patches, the simulator's and controllers'
     /// writes). None in callgrind mode.
     writes: Option<u64>,
+    /// CPU time from the first create until converged. None in callgrind mode.
+    cpu: Option<Cpu>,
+    /// Reconciles until converged as the operator counted them: the host's metrics for (a),
+    /// the native controller's log (at most a second old) for (b); None for (c), and in
+    /// callgrind mode.
+    reconciles: Option<u64>,
 }
 
 /// What the host counted: reconciles, and reconciles started per lane (changed, swapped,
@@ -354,6 +368,7 @@ fn main() -> Result<()> {
             Ok("storage") | Err(_) => false,
             Ok(other) => bail!("WINDLASS_BENCH_PIPELINE={other:?}: storage or full"),
         },
+        record: std::env::var_os("WINDLASS_BENCH_RECORD").map(PathBuf::from),
         scratch: tempfile::tempdir()?,
     };
     tokio::runtime::Builder::new_multi_thread()
@@ -410,6 +425,7 @@ async fn bench(setup: &Setup) -> Result<()> {
         ],
     );
     print_ratios(&wasm, &native, &engine);
+    record(setup, &[("a", &wasm), ("b", &native), ("c", &engine)])?;
     match (&wasm.children, &native.children, &engine.children) {
         (Some(wasm), Some(native), Some(engine)) => {
             same_children(n, wasm, native, engine)?;
@@ -463,6 +479,7 @@ async fn bench_full(setup: &Setup) -> Result<()> {
         println!("(a) counted until converged: {tally}");
     }
     print_ratios(&wasm, &native, &engine);
+    record(setup, &[("a", &wasm), ("b", &native), ("c", &engine)])?;
     match (&wasm.children, &native.children, &engine.children) {
         (Some(a), Some(b), Some(c)) => {
             let sets = a.keys().filter(|k| k.starts_with("StatefulSet/")).count();
@@ -1075,6 +1092,58 @@ async fn bench_instructions(setup: &Setup) -> Result<()> {
         "instructions per reconcile       {:>16.0}",
         instructions as f64 / reconciles.all as f64
     );
+    record(setup, &[("a", &wasm)])
+}
+
+/// The columns [`record`] writes; `cargo xtask plot` reads files that begin with this line.
+const RECORD_HEADER: &str = "pipeline,cluster,parents,variant,converge_s,peak_rss_mib,cpu_s,\
+                             reconciles,writes,instructions_per_reconcile";
+
+/// Appends a CSV row per variant to `setup.record`, if set (the header first into a new or
+/// empty file): what the run measured, an empty field for what it did not (a timed run has no
+/// instruction count, a callgrind run no times). CPU time is the operator's process and its
+/// serving processes from the first create until converged.
+fn record(setup: &Setup, rows: &[(&str, &Run)]) -> Result<()> {
+    use std::io::Write as _;
+    // The quick mode records into its scratch directory, so that this cannot rot either.
+    let path = match (&setup.record, setup.quick) {
+        (Some(path), _) => path.clone(),
+        (None, true) => setup.scratch.path().join("record.csv"),
+        (None, false) => return Ok(()),
+    };
+    let path = &path;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    let mut text = String::new();
+    if file.metadata()?.len() == 0 {
+        text.push_str(RECORD_HEADER);
+        text.push('\n');
+    }
+    let opt = |v: Option<String>| v.unwrap_or_default();
+    for (variant, run) in rows {
+        let timed = run.instructions.is_none();
+        text.push_str(&format!(
+            "{},{},{},{variant},{},{},{},{},{},{}\n",
+            if setup.full { "full" } else { "storage" },
+            if setup.real { "real" } else { "devcluster" },
+            setup.parents,
+            opt(timed.then(|| format!("{:.2}", run.converge.as_secs_f64()))),
+            opt(timed.then(|| format!("{:.1}", mib(run.peak_rss)))),
+            opt(run.cpu.map(|c| format!("{:.1}", c.host + c.served))),
+            opt(run.reconciles.map(|n| n.to_string())),
+            opt(run.writes.map(|n| n.to_string())),
+            opt(run
+                .instructions
+                .filter(|(_, r)| r.all > 0)
+                .map(|(i, r)| format!("{:.0}", i as f64 / r.all as f64))),
+        ));
+    }
+    file.write_all(text.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("  recorded in {}", path.display());
     Ok(())
 }
 
@@ -1914,6 +1983,8 @@ async fn count_instructions(
         churn: None,
         tally: None,
         writes: None,
+        cpu: None,
+        reconciles: None,
     })
 }
 
@@ -2007,8 +2078,12 @@ async fn converge(
         instructions: None,
         children,
         churn: None,
+        reconciles: tally
+            .map(|t| t.reconciles.all)
+            .or_else(|| process.said_reconciles_count()),
         tally,
         writes: Some(writes),
+        cpu: Some(cpu),
     })
 }
 
@@ -2512,6 +2587,11 @@ impl Operator {
             count.parse::<u64>().ok()?;
             rest.starts_with("reconciles (").then(|| said.to_string())
         })
+    }
+
+    /// The count of [`Operator::said_reconciles`].
+    fn said_reconciles_count(&self) -> Option<u64> {
+        self.said_reconciles()?.split(' ').next()?.parse().ok()
     }
 
     fn log_tail(&self) -> String {

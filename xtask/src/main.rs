@@ -43,7 +43,10 @@
 //!   `--churn RATE`, how long a changed parent waits under RATE spec changes per second; with
 //!   `--kinds K`, the memory each additional parent kind costs; with `--pipeline full`, the
 //!   whole SampleDB pipeline (six plugins, four languages) in `windlass run` against the
-//!   native controller and the same host with each plugin run natively.
+//!   native controller and the same host with each plugin run natively; with `--record CSV`,
+//!   each variant's figures appended to CSV.
+//! - `plot [CSV [SVG]]`: draws what `bench host --record` wrote against N, one panel per figure
+//!   and a line per variant (default `docs/scaling.csv` into `docs/scaling.svg`).
 
 use std::{
     path::{Path, PathBuf},
@@ -53,6 +56,7 @@ use std::{
 use anyhow::{Context, Result, bail};
 
 mod circles;
+mod plot;
 
 // The SampleDB plugins: `SAMPLEDB_PLUGINS`, `is_cargo_package`, `sampledb_component`.
 include!("../../plugins/sampledb_plugins.rs");
@@ -84,11 +88,17 @@ fn main() -> Result<()> {
             cargo(&["bench", "-p", "windlass", "--bench", "languages"])
         }
         ["bench", "host", rest @ ..] => bench_host(rest),
+        ["plot"] => plot::plot(
+            &root().join("docs").join("scaling.csv"),
+            &root().join("docs").join("scaling.svg"),
+        ),
+        ["plot", csv] => plot::plot(Path::new(csv), &Path::new(csv).with_extension("svg")),
+        ["plot", csv, svg] => plot::plot(Path::new(csv), Path::new(svg)),
         _ => {
             eprintln!(
                 "usage: cargo xtask <ci | layers | plugins | kube | dev [ARGS…] | render [ARGS…] | chaos | \
                  image [--push REF [--insecure-registry HOST] | --reproducible] | \
-                 bench runtime [--callgrind] | bench languages | bench host [--parents N] [--callgrind [--window SECS]] [--real] [--churn RATE [--churn-secs SECS]] [--kinds K] [--pipeline storage|full]>"
+                 bench runtime [--callgrind] | bench languages | bench host [--parents N] [--callgrind [--window SECS]] [--real] [--churn RATE [--churn-secs SECS]] [--kinds K] [--pipeline storage|full] [--record CSV] | plot [CSV [SVG]]>"
             );
             bail!("unknown task {args:?}")
         }
@@ -300,7 +310,8 @@ fn dev(extra: &[&str]) -> Result<()> {
 /// `WINDLASS_BENCH_PARENTS` (default 1,000); `--callgrind` counts instructions per reconcile
 /// over `--window SECS` (default 300); `--churn RATE [--churn-secs SECS]` measures how long a
 /// changed parent waits under that many spec changes per second (default 60 s); `--kinds K`
-/// measures the memory each additional parent kind costs (a host with 1 kind against one with K).
+/// measures the memory each additional parent kind costs (a host with 1 kind against one with K);
+/// `--record CSV` appends each variant's figures to CSV (`WINDLASS_BENCH_RECORD`) for `plot`.
 fn bench_host(args: &[&str]) -> Result<()> {
     let mut parents = None;
     let mut callgrind = false;
@@ -310,6 +321,7 @@ fn bench_host(args: &[&str]) -> Result<()> {
     let mut churn_secs = None;
     let mut kinds = None;
     let mut pipeline = None;
+    let mut record = None;
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
         match *arg {
@@ -327,9 +339,11 @@ fn bench_host(args: &[&str]) -> Result<()> {
             "--pipeline" => {
                 pipeline = Some(*rest.next().context("--pipeline needs storage or full")?);
             }
+            "--record" => record = Some(*rest.next().context("--record needs a CSV file")?),
             other => bail!(
                 "bench host: unknown argument {other:?} (--parents N, --callgrind, --window SECS, \
-                 --real, --churn RATE, --churn-secs SECS, --kinds K, --pipeline storage|full)"
+                 --real, --churn RATE, --churn-secs SECS, --kinds K, --pipeline storage|full, \
+                 --record CSV)"
             ),
         }
     }
@@ -387,6 +401,11 @@ fn bench_host(args: &[&str]) -> Result<()> {
             bail!("--pipeline {p:?}: storage or full");
         }
         cmd.env("WINDLASS_BENCH_PIPELINE", p);
+    }
+    if let Some(csv) = record {
+        // The benchmark runs in the package's directory: a relative path is the caller's.
+        let csv = std::env::current_dir()?.join(csv);
+        cmd.env("WINDLASS_BENCH_RECORD", csv);
     }
     if let Some(bin) = kube_bin {
         cmd.env("WINDLASS_BENCH_CLUSTER", "real")
