@@ -15,7 +15,7 @@ use super::{
     context::KindCtx,
     error::{DiscoveryError, ReconcileError},
     plan::{self, Claim, PARENT_UID_LABEL, ParentRef},
-    status, traffic,
+    status, traffic, unchanged,
 };
 use windlass_policy::pipeline::{Desired, Outcome};
 
@@ -29,7 +29,9 @@ use windlass_policy::pipeline::{Desired, Outcome};
 /// ([`ReconcileError::NotOwned`]) and nothing is written. Objects are applied with the parent's own field
 /// manager; `force` only where the parent is the controller (or the host's record of an
 /// outliving object), so drift on its own children is put back; creations and labels on
-/// objects of the parent's children are applied without force.
+/// objects of the parent's children are applied without force. When the inputs of these
+/// decisions are those of the parent's last apply that wrote and read nothing, nothing is
+/// decided again: nothing is written this time either ([`unchanged`]).
 pub(super) async fn all(
     ctx: &KindCtx,
     outcome: &Outcome,
@@ -37,6 +39,21 @@ pub(super) async fn all(
     observed: &[Value],
     finalizing: bool,
 ) -> Result<(), ReconcileError> {
+    let relists = ctx.caches.iter().map(|c| c.index.relists()).sum();
+    let inputs = unchanged::apply_inputs(&outcome.desired, parent, observed, finalizing, relists);
+    if let Some(inputs) = &inputs
+        && ctx.remembered.wrote_nothing_for(&parent.uid, inputs)
+    {
+        for desired in &outcome.desired {
+            ctx.shared.metrics.record_write(&desired.object.kind, false);
+        }
+        tracing::debug!(
+            unchanged = outcome.desired.len(),
+            changed = 0,
+            "skipping applies that would change nothing: the inputs of the last apply that wrote nothing"
+        );
+        return Ok(());
+    }
     let family = plan::family(observed, &parent.uid);
     let manager = plan::field_manager(&parent.uid);
     let find = |d: &Desired| {
@@ -67,6 +84,7 @@ pub(super) async fn all(
         Ok((claim, existing))
     });
     let claims = futures::future::try_join_all(reads).await?;
+    let read_any = claims.iter().any(|(_, read)| read.is_some());
     let mut writes = Vec::new();
     // A labels-only edit of a Pod ends up with the Pod's labels and the edit's together: the
     // traffic check judges those.
@@ -103,6 +121,7 @@ pub(super) async fn all(
         changed = writes.len(),
         "skipping applies that would change nothing"
     );
+    let wrote_nothing = writes.is_empty() && !read_any;
     let desired_writes: Vec<&Desired> = writes.iter().map(|(d, _, _)| *d).collect();
     check_derived(ctx, &desired_writes, parent, observed).await?;
     check_cron_names(ctx, &desired_writes, parent).await?;
@@ -120,7 +139,11 @@ pub(super) async fn all(
         .into_iter()
         .partition(|(desired, _, _)| is_binding(&desired.object.kind));
     apply_all(ctx, &manager, first).await?;
-    apply_all(ctx, &manager, bindings).await
+    apply_all(ctx, &manager, bindings).await?;
+    if let Some(inputs) = inputs.filter(|_| wrote_nothing) {
+        ctx.remembered.wrote_nothing(&parent.uid, inputs);
+    }
+    Ok(())
 }
 
 /// A kind whose create the API server checks against the role it names.

@@ -30,7 +30,8 @@
 //! - `registry.rs`: the pipelines, one immutable snapshot per parent kind; `index.rs`: which
 //!   cached children carry which parent's uid label; `queue.rs`: how many parents wait for a
 //!   reconcile; `drain.rs`: the reconciles running, let finish when the host stops;
-//!   `remembered.rs`: what is kept per parent; `limits.rs`: per-parent rate limits;
+//!   `remembered.rs`: what is kept per parent; `unchanged.rs`: the inputs of an apply that
+//!   wrote nothing, hashed, so that the same inputs are not decided again; `limits.rs`: per-parent rate limits;
 //!   `discovery.rs`: the kinds the API server serves; `events.rs`: the events the host
 //!   publishes, counted into series only when they say the same; `source/`: a plugin's bytes,
 //!   one module per kind of source (ConfigMap, OCI, file) with the same verbs.
@@ -60,6 +61,7 @@ mod shared;
 pub mod source;
 pub mod status;
 mod traffic;
+mod unchanged;
 
 pub use discovery::Discovery;
 pub use error::{DiscoveryError, LoadError, ReconcileError, reason};

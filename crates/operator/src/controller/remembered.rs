@@ -1,7 +1,8 @@
 //! What a parent kind's controller remembers per parent between reconciles: the reference a
 //! child's uid label leads to, the consecutive failures that set its backoff, which plugins
-//! hold a stuck finalize phase (the `finalize_stuck` gauge), and its last run (`crate::runs`,
-//! kept for every kind in one place). All are forgotten when the parent goes, so a
+//! hold a stuck finalize phase (the `finalize_stuck` gauge), the inputs of its last apply that
+//! wrote nothing (`unchanged.rs`), and its last run (`crate::runs`, kept for every kind in one
+//! place). All are forgotten when the parent goes, so a
 //! long-running host's memory does not grow with every parent it ever saw.
 //!
 //! # Why the store is checked after each insert
@@ -24,6 +25,7 @@ use kube::{
 };
 use prometheus_client::metrics::{family::Family, gauge::Gauge};
 
+use super::unchanged::Fingerprint;
 use crate::{metrics::KindPlugin, runs::Runs};
 
 /// Per-parent memory of one parent kind, bounded by the parents that exist.
@@ -38,6 +40,8 @@ pub struct Remembered {
     failures: Mutex<HashMap<String, u32>>,
     /// Deleting parents whose finalize phase is stuck → the plugins that hold it.
     stuck: Mutex<HashMap<String, Vec<String>>>,
+    /// Parent uid → the inputs of its last apply that wrote and read nothing.
+    unchanged: Mutex<HashMap<String, Fingerprint>>,
     parents_gauge: Gauge,
     failures_gauge: Gauge,
     /// The parent kind, for the stuck gauge's label.
@@ -74,6 +78,7 @@ impl Remembered {
             parents: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
             stuck: Mutex::new(HashMap::new()),
+            unchanged: Mutex::new(HashMap::new()),
             parents_gauge: parents,
             failures_gauge: failures,
             kind: kind.to_string(),
@@ -153,9 +158,23 @@ impl Remembered {
         remove(&self.failures, &self.failures_gauge, uid);
     }
 
+    /// Whether `inputs` are those of the parent's last apply that wrote and read nothing.
+    pub fn wrote_nothing_for(&self, uid: &str, inputs: &Fingerprint) -> bool {
+        lock(&self.unchanged).get(uid) == Some(inputs)
+    }
+
+    /// Remembers that an apply with these inputs wrote and read nothing.
+    pub fn wrote_nothing(&self, uid: &str, inputs: Fingerprint) {
+        lock(&self.unchanged).insert(uid.to_string(), inputs);
+        if !self.exists_uid(uid) {
+            lock(&self.unchanged).remove(uid);
+        }
+    }
+
     /// Forgets a parent that was deleted.
     pub fn forget(&self, uid: &str) {
         remove(&self.parents, &self.parents_gauge, uid);
+        lock(&self.unchanged).remove(uid);
         remove(&self.failures, &self.failures_gauge, uid);
         self.runs.forget(uid);
         let old = lock(&self.stuck).remove(uid);
@@ -169,6 +188,7 @@ impl Remembered {
             self.store.state().iter().filter_map(|o| o.uid()).collect();
         retain(&self.parents, &self.parents_gauge, &listed);
         retain(&self.failures, &self.failures_gauge, &listed);
+        lock(&self.unchanged).retain(|uid, _| listed.contains(uid));
         self.runs.forget_kind(&self.kind, Some(&listed));
         let gone: Vec<Vec<String>> = {
             let mut stuck = lock(&self.stuck);
@@ -183,6 +203,15 @@ impl Remembered {
         for plugins in gone {
             self.count(&plugins, -1);
         }
+    }
+
+    /// Whether the parent of this uid is remembered and the store still holds it.
+    fn exists_uid(&self, uid: &str) -> bool {
+        self.parent(uid).is_some_and(|reference| {
+            self.store
+                .get(&reference)
+                .is_some_and(|stored| stored.uid().as_deref() == Some(uid))
+        })
     }
 
     /// Whether the store still holds this parent (the same uid, not a namesake made since).
@@ -255,24 +284,38 @@ mod tests {
         .unwrap()
     }
 
-    #[test]
-    fn the_stuck_gauge_counts_parents_per_plugin_and_forgets_them_with_the_parent() {
+    /// A store holding parents `a` and `b`, its writer, and what is remembered of them, with
+    /// `family` as the stuck gauge.
+    fn with_parents(
+        family: Family<KindPlugin, Gauge>,
+    ) -> (
+        Writer<DynamicObject>,
+        Remembered,
+        DynamicObject,
+        DynamicObject,
+    ) {
         let resource = ApiResource::from_gvk(&GroupVersionKind::gvk("example.com", "v1", "Thing"));
         let mut writer = Writer::new(resource.clone());
         let (a, b) = (parent("a"), parent("b"));
         for p in [&a, &b] {
             writer.apply_watcher_event(&watcher::Event::Apply(p.clone()));
         }
-        let family: Family<KindPlugin, Gauge> = Family::default();
         let remembered = Remembered::new(
             writer.as_reader(),
             resource,
             Gauge::default(),
             Gauge::default(),
             "example.com/v1/Thing",
-            family.clone(),
+            family,
             Arc::default(),
         );
+        (writer, remembered, a, b)
+    }
+
+    #[test]
+    fn the_stuck_gauge_counts_parents_per_plugin_and_forgets_them_with_the_parent() {
+        let family: Family<KindPlugin, Gauge> = Family::default();
+        let (_writer, remembered, a, b) = with_parents(family.clone());
         let value = |plugin: &str| {
             family
                 .get_or_create(&KindPlugin {
@@ -295,5 +338,39 @@ mod tests {
         // One not in the store (deleted meanwhile) is not kept.
         remembered.stuck(&parent("gone"), &["backup".into()]);
         assert_eq!(value("backup"), 0);
+    }
+
+    #[test]
+    fn the_inputs_of_an_apply_that_wrote_nothing_are_kept_while_the_parent_exists() {
+        let (mut writer, remembered, a, b) = with_parents(Family::default());
+        for p in [&a, &b] {
+            remembered.reconciling(p);
+        }
+        remembered.wrote_nothing("a", [1; 16]);
+        remembered.wrote_nothing("b", [2; 16]);
+        assert!(remembered.wrote_nothing_for("a", &[1; 16]));
+        assert!(!remembered.wrote_nothing_for("a", &[2; 16]));
+        // The last apply's inputs replace the one before.
+        remembered.wrote_nothing("a", [3; 16]);
+        assert!(!remembered.wrote_nothing_for("a", &[1; 16]));
+        assert!(remembered.wrote_nothing_for("a", &[3; 16]));
+        // Forgotten with the parent.
+        remembered.forget("a");
+        assert!(!remembered.wrote_nothing_for("a", &[3; 16]));
+        // A parent not being reconciled, or deleted meanwhile, is not kept.
+        remembered.wrote_nothing("unknown", [4; 16]);
+        assert!(!remembered.wrote_nothing_for("unknown", &[4; 16]));
+        writer.apply_watcher_event(&watcher::Event::Delete(b.clone()));
+        remembered.wrote_nothing("b", [5; 16]);
+        assert!(!remembered.wrote_nothing_for("b", &[5; 16]));
+        // And dropped after a relist that no longer holds the parent.
+        let c = parent("c");
+        writer.apply_watcher_event(&watcher::Event::Apply(c.clone()));
+        remembered.reconciling(&c);
+        remembered.wrote_nothing("c", [6; 16]);
+        assert!(remembered.wrote_nothing_for("c", &[6; 16]));
+        writer.apply_watcher_event(&watcher::Event::Delete(c));
+        remembered.keep_listed();
+        assert!(!remembered.wrote_nothing_for("c", &[6; 16]));
     }
 }
