@@ -964,7 +964,7 @@ fn applied_stamp(object: &Value) -> Option<&str> {
 
 /// `object` as JSON, in a buffer kept per thread: serialising into a buffer and hashing it
 /// once costs less than feeding the hash serde_json's many small writes.
-pub(super) fn with_json<T>(object: &Value, f: impl FnOnce(&[u8]) -> T) -> T {
+fn with_json<T>(object: &Value, f: impl FnOnce(&[u8]) -> T) -> T {
     thread_local! {
         static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }

@@ -4,13 +4,13 @@
 //!
 //! # Why
 //! In a steady state every reconcile of a parent ends with the same decision for each desired
-//! object: applying it would change nothing ([`plan::up_to_date`]). Reaching it costs the
-//! host a copy of the object decorated with owner, labels and provenance, its stamp (the
-//! object as JSON, hashed), and a comparison with the child as observed — about a sixth of
-//! the host's instructions in a reconcile (docs/PERFORMANCE.md). Those decisions
-//! ([`plan::claim`], [`plan::to_apply`], [`plan::up_to_date`]) are functions of the inputs
-//! hashed here and of nothing else, so when the inputs are the same as for an apply that wrote
-//! nothing and read nothing, so is the outcome.
+//! object: applying it would change nothing ([`up_to_date`](super::plan::up_to_date)).
+//! Reaching it costs the host a copy of the object decorated with owner, labels and
+//! provenance, its stamp (the object as JSON, hashed), and a comparison with the child as
+//! observed (docs/PERFORMANCE.md). Those decisions ([`claim`](super::plan::claim),
+//! [`to_apply`](super::plan::to_apply), `up_to_date`) are functions of the inputs hashed here
+//! and of nothing else, so when the inputs are the same as for an apply that wrote nothing and
+//! read nothing, so is the outcome.
 //!
 //! # Guarantees
 //! - Any change to a desired object, to who produced it (plugin and digest), to the parent's
@@ -32,7 +32,7 @@ use windlass_policy::{At as _, pipeline::Desired};
 
 use serde_json::Value;
 
-use super::plan::{self, ParentRef};
+use super::plan::ParentRef;
 
 /// The first 16 bytes of BLAKE3 of an apply's inputs.
 pub type Fingerprint = [u8; 16];
@@ -49,7 +49,42 @@ pub fn apply_inputs(
     finalizing: bool,
     relists: u64,
 ) -> Option<Fingerprint> {
-    let mut hash = Framed(blake3::Hasher::new());
+    thread_local! {
+        static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    BUFFER.with_borrow_mut(|buffer| {
+        buffer.clear();
+        let framed = frame(
+            &mut Framed(buffer),
+            desired,
+            parent,
+            observed,
+            finalizing,
+            relists,
+        );
+        let fingerprint = framed.map(|()| {
+            let mut out = [0; 16];
+            out.copy_from_slice(&blake3::hash(buffer).as_bytes()[..16]);
+            out
+        });
+        // A rare large set does not keep its buffer.
+        if buffer.capacity() > 256 * 1024 {
+            *buffer = Vec::new();
+        }
+        fingerprint
+    })
+}
+
+/// Writes the inputs into `hash`, in the order [`apply_inputs`] names them; none when an
+/// observed child lacks a uid or version.
+fn frame(
+    hash: &mut Framed<'_>,
+    desired: &[Desired],
+    parent: &ParentRef,
+    observed: &[Value],
+    finalizing: bool,
+    relists: u64,
+) -> Option<()> {
     hash.count_u64(relists);
     hash.str(&parent.api_version);
     hash.str(&parent.kind);
@@ -65,7 +100,7 @@ pub fn apply_inputs(
         hash.str(&d.object.kind);
         hash.opt(d.object.namespace.as_deref());
         hash.str(&d.object.name);
-        plan::with_json(&d.object.object, |json| hash.bytes(json));
+        hash.value(&d.object.object);
     }
     hash.count(observed.len());
     for o in observed {
@@ -77,27 +112,27 @@ pub fn apply_inputs(
         hash.str(uid);
         hash.str(version);
     }
-    let mut out = [0; 16];
-    out.copy_from_slice(&hash.0.finalize().as_bytes()[..16]);
-    Some(out)
+    Some(())
 }
 
-/// A hasher fed length-prefixed fields, so that no two different sequences of fields feed it
-/// the same bytes.
-struct Framed(blake3::Hasher);
+/// The bytes to hash, written as length-prefixed fields and tagged values, so that no two
+/// different sequences of fields write the same bytes. Written into one buffer and hashed
+/// once: BLAKE3 fed many small pieces costs more than the bytes, and JSON text more to write
+/// (its strings escaped, its numbers formatted) than these.
+struct Framed<'a>(&'a mut Vec<u8>);
 
-impl Framed {
+impl Framed<'_> {
     fn count(&mut self, n: usize) {
         self.count_u64(n as u64);
     }
 
     fn count_u64(&mut self, n: u64) {
-        self.0.update(&n.to_le_bytes());
+        self.0.extend_from_slice(&n.to_le_bytes());
     }
 
     fn bytes(&mut self, bytes: &[u8]) {
         self.count(bytes.len());
-        self.0.update(bytes);
+        self.0.extend_from_slice(bytes);
     }
 
     fn str(&mut self, s: &str) {
@@ -115,7 +150,51 @@ impl Framed {
     }
 
     fn flag(&mut self, b: bool) {
-        self.0.update(&[u8::from(b)]);
+        self.0.push(u8::from(b));
+    }
+
+    /// A JSON value: a tag for its type, then its content (an object's keys in the order
+    /// serde_json keeps them, sorted).
+    fn value(&mut self, value: &Value) {
+        match value {
+            Value::Null => self.0.push(0),
+            Value::Bool(b) => {
+                self.0.push(1);
+                self.flag(*b);
+            }
+            Value::Number(n) => {
+                // 1 and 1.0 are different JSON, and different inputs.
+                if let Some(u) = n.as_u64() {
+                    self.0.push(2);
+                    self.count_u64(u);
+                } else if let Some(i) = n.as_i64() {
+                    self.0.push(3);
+                    self.0.extend_from_slice(&i.to_le_bytes());
+                } else {
+                    self.0.push(4);
+                    self.count_u64(n.as_f64().unwrap_or(f64::NAN).to_bits());
+                }
+            }
+            Value::String(s) => {
+                self.0.push(5);
+                self.str(s);
+            }
+            Value::Array(items) => {
+                self.0.push(6);
+                self.count(items.len());
+                for item in items {
+                    self.value(item);
+                }
+            }
+            Value::Object(map) => {
+                self.0.push(7);
+                self.count(map.len());
+                for (key, item) in map {
+                    self.str(key);
+                    self.value(item);
+                }
+            }
+        }
     }
 }
 
@@ -255,6 +334,40 @@ mod tests {
         assert_ne!(
             inputs(&[], &parent(), &[], false),
             inputs(&[], &p, &[], false)
+        );
+    }
+
+    #[test]
+    fn values_are_tagged_so_that_no_two_objects_write_the_same_bytes() {
+        let of = |object: Value| {
+            let mut d = desired("orders", "1");
+            d.object.object = object;
+            inputs(&[d], &parent(), &[], false)
+        };
+        let objects = [
+            json!({"a": "bc"}),
+            json!({"ab": "c"}),
+            json!({"a": 1}),
+            json!({"a": 1.0}),
+            json!({"a": -1}),
+            json!({"a": "1"}),
+            json!({"a": true}),
+            json!({"a": null}),
+            json!({"a": []}),
+            json!({"a": [null]}),
+            json!({"a": {}}),
+            json!({"a": [[]]}),
+            json!({"a": [], "b": []}),
+            json!({"a": [{}]}),
+            json!({}),
+        ];
+        let prints: std::collections::HashSet<Fingerprint> =
+            objects.iter().map(|o| of(o.clone())).collect();
+        assert_eq!(prints.len(), objects.len());
+        // The same object, however built, the same fingerprint.
+        assert_eq!(
+            of(json!({"b": [1, {"c": "d"}], "a": 2})),
+            of(serde_json::from_str(r#"{"a":2,"b":[1,{"c":"d"}]}"#).expect("json"))
         );
     }
 
