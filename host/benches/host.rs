@@ -2030,6 +2030,8 @@ async fn converge(
         created.as_secs_f64(),
         converge.as_secs_f64(),
     );
+    // Read now, not once the children settle: the count until converged.
+    let said = process.said_reconciles_count();
     if let Some(count) = process.said_reconciles() {
         eprintln!("  the native controller had started {count} (said within 1 s)");
     }
@@ -2078,9 +2080,7 @@ async fn converge(
         instructions: None,
         children,
         churn: None,
-        reconciles: tally
-            .map(|t| t.reconciles.all)
-            .or_else(|| process.said_reconciles_count()),
+        reconciles: tally.map(|t| t.reconciles.all).or(said),
         tally,
         writes: Some(writes),
         cpu: Some(cpu),
